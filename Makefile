@@ -1,0 +1,69 @@
+# compile-bench: `make help` lists the targets.
+# PYTHON=python3 uses an existing interpreter as it is (a CUDA image, the GPU box) and installs nothing;
+# without it every target installs what it needs into the project virtualenv .venv on first use.
+SHELL := /bin/bash
+PYTHON ?=
+TORCH ?= 2.13.0
+VENV := .venv
+
+ifeq ($(strip $(PYTHON)),)
+PY := $(VENV)/bin/python
+REPORT_DEPS := $(VENV)/.report-deps
+COLLECT_DEPS := $(VENV)/.collect-deps
+else
+PY := $(PYTHON)
+REPORT_DEPS :=
+COLLECT_DEPS :=
+endif
+
+# collect options (empty = the preset's value)
+PRESET ?= auto
+RUN ?=
+OUT ?= data/runs
+opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
+COLLECT_ARGS = --preset "$(PRESET)" --out "$(OUT)" --python "$(PY)" \
+  $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
+  $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) \
+  $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
+  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
+  $(call opt,--run-id,$(RUN))
+REPORT_ARGS = --data data --out reports $(foreach r,$(RUN),--run "$(r)") $(if $(STRICT),--strict)
+
+.PHONY: help collect report test test-fast bench clean-reports
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "  collect options: PRESET=auto|smoke|quick|default|file.toml MODELS= MODES= PHASES= DTYPES="
+	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= OUT="
+	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
+	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+
+$(VENV)/.report-deps: pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q "duckdb>=1.1" "pandas>=2.0" "pyarrow>=14" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7"
+	touch $@
+
+$(VENV)/.collect-deps: $(VENV)/.report-deps
+	$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12"
+	touch $@
+
+collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)
+	$(PY) -m collector $(COLLECT_ARGS)
+
+report: $(REPORT_DEPS) ## render every run under data/ to reports/<run id>/report.html and report.md
+	$(PY) -m analysis $(REPORT_ARGS)
+
+test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
+	$(PY) -m pytest -q tests
+
+test-fast: $(COLLECT_DEPS) ## the suite without the slow end-to-end compile tests
+	$(PY) -m pytest -q -m "not slow" tests
+
+bench: $(COLLECT_DEPS) ## harness overhead and 10,000-cell report benchmarks (docs/performance.md)
+	$(PY) benchmarks/harness_overhead.py
+	$(PY) benchmarks/report_scale.py
+
+clean-reports: ## delete rendered reports (reports/)
+	rm -rf reports

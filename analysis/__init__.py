@@ -1,0 +1,1 @@
+"""Analysis: DuckDB SQL over the collector's Parquet, then Jinja reports. Never imports torch."""

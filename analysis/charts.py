@@ -1,0 +1,128 @@
+"""Charts as PNG files (matplotlib, Agg). Each function takes ready rows, writes one file, returns its path.
+
+A chart function returns None when there is nothing to draw.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+DPI = 110
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamps: reproducible files
+    plt.close(fig)
+    return path
+
+
+def heatmap(rows: list[dict], path: Path) -> Path | None:
+    """Model x mode geometric-mean speedup, one panel per phase. rows: phase, model, mode, geomean_speedup."""
+    if not rows:
+        return None
+    phases = sorted({r["phase"] for r in rows})
+    fig, axes = plt.subplots(1, len(phases), figsize=(5.2 * len(phases), 0.5 * len({r['model'] for r in rows}) + 2.2),
+                             squeeze=False)
+    for ax, phase in zip(axes[0], phases):
+        sub = [r for r in rows if r["phase"] == phase]
+        models = sorted({r["model"] for r in sub})
+        modes = [m for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+                 if any(r["mode"] == m for r in sub)]
+        grid = np.full((len(models), len(modes)), np.nan)
+        for r in sub:
+            grid[models.index(r["model"]), modes.index(r["mode"])] = r["geomean_speedup"]
+        logs = np.log2(grid)
+        lim = max(1.0, float(np.nanmax(np.abs(logs)))) if np.isfinite(logs).any() else 1.0
+        ax.imshow(logs, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")
+        for i in range(len(models)):
+            for j in range(len(modes)):
+                if not math.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.2f}x", ha="center", va="center", fontsize=9)
+        ax.set_xticks(range(len(modes)), [m.replace("-no-cudagraphs", "\n-no-cg") for m in modes], fontsize=8)
+        ax.set_yticks(range(len(models)), models, fontsize=8)
+        ax.set_title(f"{phase}: speedup over eager (geomean)", fontsize=10)
+    return _save(fig, path)
+
+
+def batch_sweep(rows: list[dict], path: Path) -> Path | None:
+    """Speedup (with 95% CI) against batch size, one line per (model, phase, dtype, mode, scope)."""
+    if not rows:
+        return None
+    series: dict[tuple, list[dict]] = {}
+    for r in rows:
+        series.setdefault((r["model"], r["phase"], r["dtype"], r["mode"], r["compile_scope"]), []).append(r)
+    phases = sorted({k[1] for k in series})
+    fig, axes = plt.subplots(1, len(phases), figsize=(6 * len(phases), 4), squeeze=False)
+    for ax, phase in zip(axes[0], phases):
+        for key, pts in series.items():
+            if key[1] != phase:
+                continue
+            xs = [p["batch_size"] for p in pts]
+            ys = [p["speedup"] for p in pts]
+            err = [[max(y - p["speedup_lo"], 0) for y, p in zip(ys, pts)],
+                   [max(p["speedup_hi"] - y, 0) for y, p in zip(ys, pts)]]
+            label = f"{key[0]} {key[3]}" + ("" if key[4] == "model" else f" ({key[4]})") + f" {key[2]}"
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        ax.axhline(1.0, color="grey", lw=1, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("speedup over eager")
+        ax.set_title(f"{phase}: speedup vs batch size", fontsize=10)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def compile_times(rows: list[dict], path: Path) -> Path | None:
+    """Horizontal bars: compiled first-call time, cold cache and warm cache, per cell (seconds)."""
+    rows = [r for r in rows if r["first_call_compiled_s"] is not None]
+    if not rows:
+        return None
+    rows = rows[:40]
+    labels = [r["label"] for r in rows]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.4))
+    ax.barh(y - 0.2, [r["first_call_compiled_s"] for r in rows], 0.4, label="cold cache")
+    ax.barh(y + 0.2, [r["warm_first_call_compiled_s"] or 0 for r in rows], 0.4, label="warm cache")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("first compiled call (s)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def amortization(rows: list[dict], path: Path) -> Path | None:
+    """Cumulative time against steps, eager vs compiled, for up to 6 cells; the crossing is marked."""
+    rows = rows[:6]
+    if not rows:
+        return None
+    cols = min(3, len(rows))
+    nrow = math.ceil(len(rows) / cols)
+    fig, axes = plt.subplots(nrow, cols, figsize=(4.6 * cols, 3.4 * nrow), squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    for ax, r in zip(axes.flat, rows):
+        n_star = r["breakeven_cold_steps"]
+        horizon = max(10, int((n_star or 1000) * 2))
+        n = np.linspace(1, horizon, 200)
+        eager = r["first_call_eager_s"] + (n - 1) * r["eager_median_ms"] / 1e3
+        comp = r["first_call_compiled_s"] + (n - 1) * r["compiled_median_ms"] / 1e3
+        ax.plot(n, eager, label="eager")
+        ax.plot(n, comp, label="compiled (cold cache)")
+        if n_star:
+            ax.axvline(n_star, color="grey", ls=":", lw=1)
+            ax.annotate(f"pays off after\n{n_star:,.0f} steps", (n_star, float(np.interp(n_star, n, eager))),
+                        fontsize=8, xytext=(5, -25), textcoords="offset points")
+        else:
+            ax.text(0.05, 0.9, "never pays off", transform=ax.transAxes, fontsize=9, color="firebrick")
+        ax.set_title(r["label"], fontsize=8)
+        ax.set_xlabel("steps")
+        ax.set_ylabel("cumulative time (s)")
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path)

@@ -1,0 +1,303 @@
+"""Report context: DuckDB query results turned into pre-formatted rows.
+
+Templates only loop and print; every number is formatted, ordered and judged here.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis import stats
+from analysis.load import Loaded, Run, sql
+
+ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
+              ("Triton", "triton"), ("torchvision", "torchvision"), ("Python", "python"),
+              ("device", "device"), ("GPU", "gpu_name"), ("GPU count", "gpu_count"), ("driver", "driver"),
+              ("SM clock at start (MHz)", "sm_clock_mhz_start"), ("SM clock max (MHz)", "sm_clock_max_mhz"),
+              ("power limit (W)", "power_limit_w"), ("CPU", "cpu_model"), ("CPU count", "cpu_count"),
+              ("torch threads", "torch_num_threads"), ("TORCHINDUCTOR_COMPILE_THREADS", "inductor_compile_threads"),
+              ("hostname", "hostname"), ("platform", "platform")]
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    filename: str  # relative to the report folder
+    alt: str
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    phase: str
+    mode: str
+    scope: str
+    cells: int
+    ok_cells: int
+    pass_rate: str
+    geomean: str
+    ci: str
+    faster: int
+    slower: int
+    unclear: int
+
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    model: str
+    phase: str
+    dtype: str
+    batch_size: int
+    mode: str
+    scope: str
+    eager: str
+    compiled: str
+    speedup: str
+    ci: str
+    verdict: str
+    flags: str
+    css: str
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    label: str
+    eager_alloc: str
+    compiled_alloc: str
+    alloc_ratio: str
+    eager_reserved: str
+    compiled_reserved: str
+    reserved_ratio: str
+    cold_alloc_ratio: str
+
+
+@dataclass(frozen=True)
+class CompileRow:
+    label: str
+    first_eager: str
+    cold: str
+    warm: str
+    dynamo: str
+    inductor: str
+    backward: str
+    graphs: str
+    breakeven_cold: str
+    breakeven_warm: str
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    label: str
+    status: str
+    error: str
+
+
+@dataclass
+class RunReport:
+    """Everything a run's report shows, formatted."""
+
+    title: str
+    run_id: str
+    generated_at: str
+    description: str
+    device_line: str
+    status_line: str
+    noise_threshold: str
+    skipped_files: list[tuple[str, str]]
+    headline: list[HeadlineRow]
+    speedups: list[SpeedupRow]
+    memory: list[MemoryRow]
+    compile_rows: list[CompileRow]
+    failures: list[FailureRow]
+    environment: list[tuple[str, str]]
+    protocol: list[tuple[str, str]]
+    notes: list[str]
+    charts: dict[str, Chart] = field(default_factory=dict)
+    chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
+
+
+def _none(v) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
+
+
+def fmt_ms(v) -> str:
+    if _none(v):
+        return "-"
+    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
+
+
+def fmt_s(v) -> str:
+    return "-" if _none(v) else (f"{v:.2f} s" if v < 10 else f"{v:.1f} s")
+
+
+def fmt_x(v) -> str:
+    return "-" if _none(v) else f"{v:.2f}x"
+
+
+def fmt_pct(v) -> str:
+    return "-" if _none(v) else f"{100 * v:.0f}%"
+
+
+def fmt_bytes(v) -> str:
+    if _none(v):
+        return "-"
+    v = float(v)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if v < 1024 or unit == "GiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return "-"
+
+
+def fmt_steps(v, eligible: bool, verdict: str | None = None) -> str:
+    if not eligible:
+        return "-"
+    if verdict == "no clear difference":
+        return "no clear gain"
+    return "never pays off" if _none(v) else f"{v:,.0f}"
+
+
+def cell_label(r) -> str:
+    scope = "" if r["compile_scope"] == "model" else f" [{r['compile_scope']}]"
+    return f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']}{scope}"
+
+
+def compute_verdicts(loaded: Loaded, run_id: str, reps: int, noise: float) -> dict:
+    """Bootstrap every compiled cell of the run; store table `verdicts`; return replicates by cell."""
+    con = loaded.con
+    df = con.execute(sql("samples"), {"run_id": run_id}).df()
+    cells = [stats.CellSamples(r.cell_id, np.asarray(r.eager_step_ms), np.asarray(r.compiled_step_ms),
+                               int(r.blocks or 1), int(r.steps_per_block or 1)) for r in df.itertuples()]
+    reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
+    rows = []
+    for cell_id, rep in reps_by_cell.items():
+        lo, hi = stats.interval(rep)
+        rows.append((run_id, cell_id, lo, hi, stats.verdict(lo, hi)))
+    frame = pd.DataFrame(rows, columns=["run_id", "cell_id", "speedup_lo", "speedup_hi", "verdict"])
+    con.execute("DELETE FROM verdicts WHERE run_id = $run_id", {"run_id": run_id})
+    con.register("new_verdicts", frame)
+    con.execute("INSERT INTO verdicts SELECT * FROM new_verdicts")
+    con.unregister("new_verdicts")
+    return reps_by_cell
+
+
+def prepare(loaded: Loaded) -> None:
+    """Create tables `stats` (per-cell statistics) and an empty `verdicts`."""
+    loaded.con.execute(sql("cell_stats"))
+    loaded.con.execute("CREATE OR REPLACE TABLE verdicts (run_id VARCHAR, cell_id VARCHAR, "
+                       "speedup_lo DOUBLE, speedup_hi DOUBLE, verdict VARCHAR)")
+
+
+def _records(con, name: str, run_id: str) -> list[dict]:
+    return con.execute(sql(name), {"run_id": run_id}).df().replace({np.nan: None}).to_dict("records")
+
+
+def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
+                     noise: float = stats.NOISE_THRESHOLD, now: str | None = None) -> RunReport:
+    """The full context for one run's report."""
+    con, run_id = loaded.con, run.run_id
+    reps_by_cell = compute_verdicts(loaded, run_id, reps, noise)
+    env = run.env
+
+    speed = _records(con, "speedup_table", run_id)
+    speed_rows = []
+    for r in speed:
+        flags = []
+        if stats.is_noisy(r["eager_iqr_rel"], r["compiled_iqr_rel"], threshold=noise):
+            flags.append("noisy")
+        if r["eager_launch_bound"]:
+            flags.append("eager launch-bound")
+        if r["compiled_launch_bound"]:
+            flags.append("compiled launch-bound")
+        if r["graph_break_count"]:
+            flags.append(f"{r['graph_break_count']} graph break(s)")
+        if r["status"] == "accuracy_fail":
+            flags.append("ACCURACY FAIL")
+        verdict = r["verdict"] or "-"
+        css = {"faster": "faster", "slower": "slower"}.get(verdict, "unclear")
+        speed_rows.append(SpeedupRow(
+            r["model"], r["phase"], r["dtype"], int(r["batch_size"]), r["mode"], r["compile_scope"],
+            f"{fmt_ms(r['eager_median_ms'])} (IQR {fmt_pct(r['eager_iqr_rel'])})",
+            f"{fmt_ms(r['compiled_median_ms'])} (IQR {fmt_pct(r['compiled_iqr_rel'])})",
+            fmt_x(r["speedup"]),
+            "-" if r["speedup_lo"] is None else f"{r['speedup_lo']:.2f}-{r['speedup_hi']:.2f}",
+            verdict, ", ".join(flags), css))
+
+    headline = []
+    for h in _records(con, "headline", run_id):
+        ids = con.execute("SELECT cell_id FROM stats WHERE run_id=$run_id AND phase=$phase AND mode=$mode "
+                          "AND compile_scope=$scope AND status='ok'",
+                          {"run_id": run_id, "phase": h["phase"], "mode": h["mode"],
+                           "scope": h["compile_scope"]}).fetchall()
+        reps_list = [reps_by_cell[i] for (i,) in ids if i in reps_by_cell]
+        ci = "-"
+        if reps_list:
+            lo, hi = stats.geomean_interval(reps_list)
+            ci = f"{lo:.2f}-{hi:.2f}"
+        headline.append(HeadlineRow(h["phase"], h["mode"], h["compile_scope"], int(h["cells"]),
+                                    int(h["ok_cells"]), fmt_pct(h["pass_rate"]), fmt_x(h["geomean_speedup"]),
+                                    ci, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
+
+    memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"]),
+                        fmt_bytes(r["compiled_peak_allocated_bytes"]), fmt_x(r["mem_allocated_ratio"]),
+                        fmt_bytes(r["eager_peak_reserved_bytes"]), fmt_bytes(r["compiled_peak_reserved_bytes"]),
+                        fmt_x(r["mem_reserved_ratio"]), fmt_x(r["mem_cold_allocated_ratio"]))
+              for r in _records(con, "memory", run_id)]
+
+    verdicts = dict(con.execute("SELECT cell_id, verdict FROM verdicts WHERE run_id=$run_id",
+                                {"run_id": run_id}).fetchall())
+    comp = _records(con, "compile_cost", run_id)
+    compile_rows = []
+    for r in comp:
+        r["label"] = cell_label(r)
+        r["verdict"] = verdicts.get(r["cell_id"])
+        ok = r["status"] == "ok"
+        if ok and r["verdict"] == "no clear difference":
+            # a break-even from a speedup that is not distinguishable from 1 would be noise
+            r["breakeven_cold_steps"] = r["breakeven_warm_steps"] = None
+        compile_rows.append(CompileRow(
+            r["label"], fmt_s(r["first_call_eager_s"]), fmt_s(r["first_call_compiled_s"]),
+            fmt_s(r["warm_first_call_compiled_s"]), fmt_s(r["compile_dynamo_s"]), fmt_s(r["compile_inductor_s"]),
+            fmt_s(r["compile_backward_s"]),
+            "-" if r["graph_count"] is None else f"{r['graph_count']} / {r['graph_break_count']}",
+            fmt_steps(r["breakeven_cold_steps"], ok, r["verdict"]),
+            fmt_steps(r["breakeven_warm_steps"], ok and r["warm_first_call_compiled_s"] is not None, r["verdict"])))
+
+    failures = [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip())
+                for r in _records(con, "failures", run_id)]
+    counts = con.execute(sql("status_counts"), {"run_id": run_id}).fetchall()
+    total = sum(n for _, n in counts)
+    status_line = f"{total} cells: " + ", ".join(f"{n} {s}" for s, n in counts)
+
+    hosts = sorted({s.get("hostname") for s in run.manifest.get("sessions", []) if s.get("hostname")})
+    notes = []
+    if len(hosts) > 1:
+        notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
+                     "compare cells from one machine where the difference matters.")
+    tf32 = run.manifest.get("protocol", {}).get("tf32")
+    notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
+    proto = run.manifest.get("protocol", {})
+    protocol_rows = [(k, str(v)) for k, v in sorted(proto.items())]
+    device_line = (f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}")
+
+    # chart inputs
+    amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
+                    and r["verdict"] != "no clear difference"),
+                   key=lambda r: (r["breakeven_cold_steps"] is None, r["breakeven_cold_steps"] or 0))
+    chart_rows = {
+        "heatmap": _records(con, "heatmap", run_id),
+        "batch_sweep": _records(con, "batch_sweep", run_id),
+        "compile_times": comp,
+        "amortization": amort,
+    }
+    return RunReport(
+        title=f"torch.compile report: {run_id}", run_id=run_id,
+        generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        description=run.manifest.get("description", ""), device_line=device_line, status_line=status_line,
+        noise_threshold=fmt_pct(noise), skipped_files=list(loaded.skipped),
+        headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
+        environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
+        protocol=protocol_rows, notes=notes, chart_rows=chart_rows)

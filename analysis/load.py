@@ -1,0 +1,140 @@
+"""Find runs, check their Parquet files against the contract, load them into DuckDB.
+
+Bad files (truncated, corrupt, unknown schema version, missing or extra columns)
+are reported by name and left out; `strict=True` turns them into an error.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from collector.schema import COLUMNS, SCHEMA_VERSION
+
+KNOWN_VERSIONS = (SCHEMA_VERSION,)
+_STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
+SQL_DIR = Path(__file__).parent / "sql"
+
+
+class DataError(ValueError):
+    """Input data that cannot be reported; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory: its id, folder and manifest (run.json)."""
+
+    run_id: str
+    path: Path
+    manifest: dict
+
+    @property
+    def env(self) -> dict:
+        return self.manifest.get("environment", {})
+
+    @property
+    def files(self) -> list[Path]:
+        return sorted((self.path / "cells").glob("*.parquet"))
+
+
+@dataclass
+class Loaded:
+    """A DuckDB connection holding table `cells` (good rows only) and the files left out."""
+
+    con: duckdb.DuckDBPyConnection
+    runs: list[Run]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+
+
+def sql(name: str) -> str:
+    """Text of analysis/sql/<name>.sql."""
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def discover_runs(root: Path) -> list[Run]:
+    """Every folder under `root` (or `root` itself) that holds a run.json, sorted by path."""
+    root = Path(root)
+    manifests = [root / "run.json"] if (root / "run.json").exists() else sorted(root.glob("**/run.json"))
+    runs = []
+    for m in manifests:
+        try:
+            manifest = json.loads(m.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise DataError(f"{m}: unreadable run manifest: {exc}") from None
+        runs.append(Run(str(manifest.get("run_id", m.parent.name)), m.parent, manifest))
+    return runs
+
+
+def _file_columns(con, files: list[str]) -> tuple[dict[str, set], list[tuple[str, str]]]:
+    """Column names per file from the Parquet footers; corrupt files found one by one."""
+    try:
+        rows = con.execute("SELECT file_name, name FROM parquet_schema(?)", [files]).fetchall()
+        bad = []
+    except duckdb.Error:
+        rows, bad = [], []
+        for f in files:
+            try:
+                rows += con.execute("SELECT file_name, name FROM parquet_schema(?)", [[f]]).fetchall()
+            except duckdb.Error as exc:
+                bad.append((f, f"unreadable Parquet ({str(exc).splitlines()[0][:200]})"))
+    cols: dict[str, set] = {}
+    for f, name in rows:
+        cols.setdefault(f, set()).add(name)
+    return cols, bad
+
+
+def load(runs: list[Run], strict: bool = False) -> Loaded:
+    """Validate every cell file of `runs` and load the good ones into table `cells`."""
+    con = duckdb.connect()
+    files = [str(f) for r in runs for f in r.files]
+    skipped: list[tuple[str, str]] = []
+    good: list[str] = []
+    if files:
+        cols, skipped = _file_columns(con, files)
+        required = set(COLUMNS)
+        for f in files:
+            if f not in cols:
+                continue
+            # parquet_schema also lists the root ("schema"/"duckdb_schema") and list children
+            missing, extra = required - cols[f], cols[f] - required - _STRUCTURAL
+            if "schema_version" not in cols[f]:
+                skipped.append((f, "no schema_version column: not a cell file of this project"))
+            elif missing or extra:
+                parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
+                        ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
+                skipped.append((f, "; ".join(parts)))
+            else:
+                good.append(f)
+    if good:
+        versions = con.execute("SELECT filename, schema_version FROM read_parquet(?, filename=true) "
+                               "WHERE schema_version NOT IN (SELECT unnest(?))",
+                               [good, list(KNOWN_VERSIONS)]).fetchall()
+        for f, v in versions:
+            skipped.append((f, f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"))
+        unknown = {f for f, _ in versions}
+        good = [f for f in good if f not in unknown]
+    if skipped and strict:
+        raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
+    if good:
+        con.execute("CREATE TABLE cells AS SELECT * FROM read_parquet(?, filename=true)", [good])
+    else:
+        con.execute("CREATE TABLE cells AS SELECT * FROM read_parquet(?, filename=true) LIMIT 0",
+                    [[str(_empty_file())]])
+    return Loaded(con, runs, sorted(skipped))
+
+
+def _empty_file() -> Path:
+    """A zero-row Parquet file with the contract's schema (so an empty run still has a table)."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from collector.schema import SCHEMA
+
+    path = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}.parquet"
+    if not path.exists():
+        pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), path)
+    return path

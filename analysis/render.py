@@ -1,0 +1,69 @@
+"""Render a RunReport with Jinja into report.html (self-contained) and report.md (+ PNG files)."""
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import jinja2
+
+from analysis import charts
+from analysis.context import Chart, RunReport
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
+
+CHARTS = [  # key, function, title, alt text
+    ("heatmap", charts.heatmap, "Speedup by model and mode", "heatmap of geometric-mean speedup, model by mode"),
+    ("batch_sweep", charts.batch_sweep, "Speedup against batch size", "speedup with 95% CI against batch size"),
+    ("compile_times", charts.compile_times, "Compile time, cold and warm cache", "first compiled call per cell"),
+    ("amortization", charts.amortization, "When compiling pays off", "cumulative time against steps"),
+]
+
+
+def md_cell(value) -> str:
+    """Text safe inside a Markdown table cell: one line, pipes escaped, HTML made inert."""
+    text = re.sub(r"\s+", " ", str(value)).strip()
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("|", "\\|").replace("`", "\\`")
+    return text[:300] + ("…" if len(text) > 300 else "")
+
+
+def md_text(value) -> str:
+    """Free text safe in Markdown paragraphs (HTML made inert)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=jinja2.select_autoescape(
+                                 enabled_extensions=("html.j2",), default=False),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.filters["mdcell"] = md_cell
+    env.filters["mdtext"] = md_text
+    return env
+
+
+def draw_charts(report: RunReport, out_dir: Path) -> None:
+    """Write the PNG charts beside the report and record them in report.charts."""
+    assets = out_dir / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    for key, fn, title, alt in CHARTS:
+        path = fn(report.chart_rows.get(key, []), assets / f"{key}.png")
+        if path is not None:
+            report.charts[key] = Chart(key, title, f"assets/{key}.png", alt)
+
+
+def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
+    """Write report.md and report.html into out_dir; returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    draw_charts(report, out_dir)
+    data_uris = {k: "data:image/png;base64," + base64.b64encode((out_dir / c.filename).read_bytes()).decode()
+                 for k, c in report.charts.items()}
+    env = _env()
+    md = env.get_template("report.md.j2").render(r=report)
+    html = env.get_template("report.html.j2").render(r=report, images=data_uris)
+    md_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    md_path.write_text(md)
+    html_path.write_text(html)
+    return md_path, html_path

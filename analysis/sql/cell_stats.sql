@@ -1,0 +1,41 @@
+-- Per-cell statistics from the raw samples: medians and quartiles (ms), enqueue time,
+-- memory ratios, and compile-time break-even (steps). One row per cell of every loaded run.
+CREATE OR REPLACE TABLE stats AS
+SELECT
+    run_id, cell_id, model, phase, dtype, batch_size, mode, compile_scope, tf32, device,
+    device_name, torch_version, hostname, status, error, timing_method, blocks, steps_per_block,
+    len(eager_step_ms) AS eager_n,
+    len(compiled_step_ms) AS compiled_n,
+    list_aggregate(eager_step_ms, 'median') AS eager_median_ms,
+    list_aggregate(eager_step_ms, 'quantile_cont', 0.25) AS eager_q1_ms,
+    list_aggregate(eager_step_ms, 'quantile_cont', 0.75) AS eager_q3_ms,
+    list_aggregate(compiled_step_ms, 'median') AS compiled_median_ms,
+    list_aggregate(compiled_step_ms, 'quantile_cont', 0.25) AS compiled_q1_ms,
+    list_aggregate(compiled_step_ms, 'quantile_cont', 0.75) AS compiled_q3_ms,
+    list_aggregate(eager_enqueue_ms, 'median') AS eager_enqueue_median_ms,
+    list_aggregate(compiled_enqueue_ms, 'median') AS compiled_enqueue_median_ms,
+    (eager_q3_ms - eager_q1_ms) / eager_median_ms AS eager_iqr_rel,
+    (compiled_q3_ms - compiled_q1_ms) / compiled_median_ms AS compiled_iqr_rel,
+    eager_median_ms / compiled_median_ms AS speedup,
+    -- launch-bound: the host needs at least 90% of the device step time just to enqueue it
+    coalesce(eager_enqueue_median_ms >= 0.9 * eager_median_ms, false) AS eager_launch_bound,
+    coalesce(compiled_enqueue_median_ms >= 0.9 * compiled_median_ms, false) AS compiled_launch_bound,
+    first_call_eager_s, first_call_compiled_s, warm_first_call_compiled_s,
+    compile_dynamo_s, compile_inductor_s, compile_backward_s, warm_compile_dynamo_s,
+    graph_count, graph_break_count, warmup_calls_compiled,
+    eager_peak_allocated_bytes, compiled_peak_allocated_bytes,
+    eager_peak_reserved_bytes, compiled_peak_reserved_bytes,
+    compiled_cold_peak_allocated_bytes, compiled_cold_peak_reserved_bytes,
+    compiled_peak_allocated_bytes / eager_peak_allocated_bytes AS mem_allocated_ratio,
+    compiled_peak_reserved_bytes / eager_peak_reserved_bytes AS mem_reserved_ratio,
+    compiled_cold_peak_allocated_bytes / eager_peak_allocated_bytes AS mem_cold_allocated_ratio,
+    output_rel_err, grad_rel_err, tolerance, accuracy_ok,
+    gpu_util_pct, gpu_power_w, sm_clock_mhz, gpu_temp_c, eager_energy_j, compiled_energy_j,
+    -- break-even N* = extra first-call time / time saved per step (null where it never pays off)
+    CASE WHEN eager_median_ms > compiled_median_ms
+         THEN greatest(first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)
+    END AS breakeven_cold_steps,
+    CASE WHEN eager_median_ms > compiled_median_ms
+         THEN greatest(warm_first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)
+    END AS breakeven_warm_steps
+FROM cells;

@@ -1,0 +1,14 @@
+-- Headline per phase, mode and compile scope: cells, pass rate, geometric-mean speedup of ok cells.
+SELECT
+    phase, mode, compile_scope,
+    count(*) AS cells,
+    count(*) FILTER (WHERE status = 'ok') AS ok_cells,
+    count(*) FILTER (WHERE status = 'ok') / count(*) AS pass_rate,
+    exp(avg(ln(speedup)) FILTER (WHERE status = 'ok' AND speedup > 0)) AS geomean_speedup,
+    count(*) FILTER (WHERE status = 'ok' AND verdict = 'faster') AS faster,
+    count(*) FILTER (WHERE status = 'ok' AND verdict = 'slower') AS slower,
+    count(*) FILTER (WHERE status = 'ok' AND verdict NOT IN ('faster', 'slower')) AS unclear
+FROM stats JOIN verdicts USING (run_id, cell_id)
+WHERE run_id = $run_id AND mode <> 'eager'
+GROUP BY ALL
+ORDER BY phase, mode, compile_scope;

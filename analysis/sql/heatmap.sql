@@ -1,0 +1,8 @@
+-- Geometric-mean speedup per model and mode (over dtypes and batch sizes), per phase.
+SELECT phase, model, mode,
+       exp(avg(ln(speedup))) AS geomean_speedup,
+       count(*) AS cells
+FROM stats
+WHERE run_id = $run_id AND status = 'ok' AND mode <> 'eager' AND speedup > 0
+GROUP BY ALL
+ORDER BY phase, model, mode;

@@ -1,0 +1,92 @@
+"""Statistics computed from raw samples: paired block-bootstrap intervals and verdicts.
+
+Eager and compiled are timed in alternating blocks (eager block i, then compiled
+block i). The bootstrap resamples block indices with replacement and takes both
+sides' block i together, so drift that hit a pair of neighbouring blocks stays paired.
+The statistic is the ratio of medians (eager / compiled = speedup).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_REPS = 1000
+NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
+
+
+@dataclass(frozen=True)
+class CellSamples:
+    """Raw samples of one cell (ms), in time order, and its block layout."""
+
+    key: tuple
+    eager_ms: np.ndarray
+    compiled_ms: np.ndarray
+    blocks: int
+    steps_per_block: int
+
+
+def _blocked(x: np.ndarray, blocks: int, spb: int) -> np.ndarray:
+    """Reshape to [blocks, steps]; samples that do not fit the layout are one block each."""
+    if blocks * spb == len(x):
+        return x.reshape(blocks, spb)
+    return x.reshape(-1, 1)
+
+
+def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0,
+                       chunk: int = 256) -> dict[tuple, np.ndarray]:
+    """Bootstrap replicates (length `reps`) of the speedup of each cell, keyed by cell key.
+
+    Vectorised over cells that share a block layout; memory is bounded by `chunk`.
+    """
+    rng = np.random.default_rng(seed)
+    groups: dict[tuple, list[tuple]] = {}
+    for c in cells:
+        e = _blocked(np.asarray(c.eager_ms, float), c.blocks, c.steps_per_block)
+        k = _blocked(np.asarray(c.compiled_ms, float), c.blocks, c.steps_per_block)
+        if e.shape != k.shape:  # unpaired layout: fall back to independent single-sample blocks
+            e, k = e.reshape(-1, 1), k.reshape(-1, 1)
+            if e.shape != k.shape:
+                n = min(len(e), len(k))
+                e, k = e[:n], k[:n]
+        groups.setdefault(e.shape, []).append((c.key, e, k))
+    out: dict[tuple, np.ndarray] = {}
+    for (nb, spb), members in groups.items():
+        for start in range(0, len(members), chunk):
+            part = members[start:start + chunk]
+            E = np.stack([m[1] for m in part])  # [cells, blocks, steps]
+            K = np.stack([m[2] for m in part])
+            idx = rng.integers(0, nb, size=(len(part), reps, nb))
+            cell_ix = np.arange(len(part))[:, None, None]
+            e_med = np.median(E[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=2)
+            k_med = np.median(K[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=2)
+            for (key, _, _), row in zip(part, e_med / k_med):
+                out[key] = row
+    return out
+
+
+def interval(replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap replicates."""
+    a = (1 - level) / 2
+    lo, hi = np.quantile(replicates, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def geomean_interval(replicates: list[np.ndarray], level: float = 0.95) -> tuple[float, float]:
+    """Interval of the geometric mean over cells, from each cell's bootstrap replicates."""
+    logs = np.log(np.stack(replicates))  # [cells, reps]
+    return interval(np.exp(logs.mean(axis=0)), level)
+
+
+def verdict(lo: float, hi: float) -> str:
+    """'faster' / 'slower' when the interval excludes 1, else 'no clear difference'."""
+    if lo > 1.0:
+        return "faster"
+    if hi < 1.0:
+        return "slower"
+    return "no clear difference"
+
+
+def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:
+    """True when any side's IQR/median exceeds the threshold."""
+    return any(v is not None and v == v and v > threshold for v in iqr_rel)

@@ -1,0 +1,108 @@
+"""`python -m collector`: validate the matrix, probe the environment, measure every cell.
+
+Exit codes: 0 done (failed cells are rows, not errors), 2 bad input, 3 run refused
+(locked, mismatched environment, unwritable), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from collector import matrix as mx
+from collector import models
+from collector.runner import PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect, default_run_id
+
+
+def _csv(kind):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()] if text.strip() else []
+        if kind is int:
+            try:
+                return [int(t) for t in items]
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        return items
+    return parse
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m collector", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="auto",
+                   help=f"auto (default on a GPU, smoke on a CPU), a name ({', '.join(mx.preset_names())}) "
+                        "or a path to a .toml file")
+    p.add_argument("--models", type=_csv(str), help=f"comma-separated; built in: {', '.join(models.names())}")
+    p.add_argument("--phases", type=_csv(str), help=f"{', '.join(mx.PHASES)}")
+    p.add_argument("--modes", type=_csv(str), help=f"{', '.join(mx.MODES)}")
+    p.add_argument("--dtypes", type=_csv(str), help=f"{', '.join(mx.DTYPES)}")
+    p.add_argument("--batch-sizes", type=_csv(int), dest="batch_sizes")
+    p.add_argument("--scopes", type=_csv(str), dest="compile_scopes", help=f"{', '.join(mx.SCOPES)}")
+    p.add_argument("--blocks", type=int)
+    p.add_argument("--steps-per-block", type=int, dest="steps_per_block")
+    p.add_argument("--warmup-steps", type=int, dest="warmup_steps")
+    p.add_argument("--timeout", type=int, dest="timeout_s", help="seconds per cell process")
+    p.add_argument("--warm-compile", choices=["0", "1"], dest="warm_compile",
+                   help="also time compilation with a warm cache in a second process (default 1)")
+    p.add_argument("--tf32", choices=["0", "1"])
+    p.add_argument("--device", choices=list(mx.DEVICES))
+    p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
+    p.add_argument("--out", default=str(PROJECT_ROOT / "data" / "runs"), help="parent of run directories")
+    p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
+    return p.parse_args(argv)
+
+
+def probe_env(python: str, device: str) -> dict:
+    proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
+    return json.loads(proc.stdout)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
+                                                          "timeout_s", "warm_compile", "tf32", "device")}
+    try:
+        if args.run_id:
+            check_run_id(args.run_id)
+        preset = args.preset
+        if preset != "auto":
+            matrix = mx.build_matrix(preset, overrides)  # bad input fails here, before anything runs
+        env = probe_env(args.python, args.device or (matrix.device if preset != "auto" else "auto"))
+        if preset == "auto":
+            preset = "default" if env["device"] == "cuda" else "smoke"
+            matrix = mx.build_matrix(preset, overrides)
+            print(f"preset auto -> {preset} ({env['device']})")
+        if args.dry_run:
+            for cell in matrix.cells:
+                print(cell.cell_id)
+            print(f"{len(matrix.cells)} cells")
+            return 0
+        run_id = args.run_id or default_run_id(matrix.preset, env)
+        launcher = SubprocessLauncher(args.python)
+        signal.signal(signal.SIGTERM, _interrupt)
+        run_dir = collect(matrix, env, Path(args.out), run_id, launcher)
+        print(f"done: {run_dir}  (make report renders it)")
+        return 0
+    except (mx.MatrixError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

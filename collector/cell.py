@@ -1,0 +1,298 @@
+"""Measure one cell in this fresh process (the protocol of DESIGN.md).
+
+    python -m collector.cell SPEC.json RESULT.json
+
+SPEC holds the cell, the protocol and the device; RESULT receives the measured
+columns of the Parquet row (collector.schema), including a status and error
+text when something fails. The parent adds identity and writes the Parquet.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from collector import models
+
+# Relative L2 error allowed between compiled and eager, per dtype (docs/measurement.md).
+TOLERANCE = {"float32": 1e-3, "float32+tf32": 1e-2, "bfloat16": 5e-2, "amp_bf16": 5e-2,
+             "float16": 1e-2, "amp_fp16": 1e-2}
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+class Stage:
+    """Which part of the protocol is running, so an exception can be classified."""
+    name = "setup"
+
+
+def classify(exc: BaseException, stage: str) -> str:
+    """Map an exception to a row status."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    if isinstance(exc, MemoryError) or "outofmemoryerror" in text or "out of memory" in text:
+        return "oom"
+    if stage == "compile":
+        return "compile_error"
+    return "runtime_error"
+
+
+def _tree_tensors(obj):
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def rel_l2(actual: list, expected: list) -> float:
+    """||actual - expected|| / ||expected|| over all tensors together (nan if shapes differ)."""
+    import torch
+
+    if len(actual) != len(expected) or not expected:
+        return float("nan")
+    num = den = 0.0
+    for a, e in zip(actual, expected):
+        if a is None or e is None or a.shape != e.shape:
+            return float("nan")
+        a, e = a.detach().double(), e.detach().double()
+        num += torch.sum((a - e) ** 2).item()
+        den += torch.sum(e ** 2).item()
+    return (num ** 0.5) / max(den ** 0.5, 1e-30)
+
+
+def _dynamo_counts(torch) -> tuple:
+    c = torch._dynamo.utils.counters
+    return tuple(sum(c[k].values()) for k in ("stats", "frames", "aot_autograd", "inductor"))
+
+
+def _compile_times(torch) -> dict:
+    try:
+        return {k: float(v) for k, v in torch._dynamo.utils.calculate_time_spent().items()}
+    except Exception:  # private API: absent fields degrade to unknown
+        return {}
+
+
+def _setup(spec: dict):
+    """Import torch, apply precision settings, build the model on the device: (torch, parts)."""
+    import torch
+
+    cell, proto = spec["cell"], spec["protocol"]
+    torch.manual_seed(proto["seed"])
+    torch.backends.cuda.matmul.allow_tf32 = proto["tf32"]
+    torch.backends.cudnn.allow_tf32 = proto["tf32"]
+    name, opts = models.parse_ref(cell["model"])
+    built = models.spec(name).build(cell["batch_size"], opts)
+    dev = torch.device(spec["device"])
+    module = built.module.to(dev)
+    inputs = [x.to(dev) for x in built.inputs]
+    dtype = cell["dtype"]
+    if dtype in ("bfloat16", "float16"):
+        low = getattr(torch, dtype)
+        module = module.to(low)
+        inputs = [x.to(low) if i in built.float_inputs else x for i, x in enumerate(inputs)]
+    target = built.target.to(dev)
+    module.train(cell["phase"] == "train")
+    amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(dtype)
+
+    def autocast():
+        return torch.autocast(dev.type, dtype=amp) if amp else contextlib.nullcontext()
+
+    return torch, dev, module, inputs, target, built.loss, autocast
+
+
+def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast):
+    """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss."""
+    cell = spec["cell"]
+    mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-5) if phase == "train" else None
+    mark = (torch.compiler.cudagraph_mark_step_begin
+            if mode in CUDAGRAPH_MODES and spec["device"] == "cuda" else (lambda: None))
+
+    def infer_with(fn):
+        def step():
+            with torch.no_grad(), autocast():
+                return fn(*inputs)
+        return step
+
+    def train_body(fn):
+        def body():
+            opt.zero_grad(set_to_none=True)
+            with autocast():
+                loss = loss_fn(fn(*inputs), target)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return body
+
+    if phase == "infer":
+        eager = infer_with(module)
+        compiled = None if mode == "eager" else infer_with(torch.compile(module, mode=mode))
+        return eager, compiled, opt
+    eager = train_body(module)
+    if mode == "eager":
+        return eager, None, opt
+    inner = (train_body(torch.compile(module, mode=mode)) if scope == "model"
+             else torch.compile(train_body(module), mode=mode))
+
+    def compiled():
+        mark()
+        return inner()
+    return eager, compiled, opt
+
+
+def _capture(torch, out, module, phase):
+    """Clones of the step's outputs and (training) the gradients, for the correctness check."""
+    outs = [t.detach().clone() for t in _tree_tensors(out)]
+    grads = ([None if p.grad is None else p.grad.detach().clone() for p in module.parameters()]
+             if phase == "train" else [])
+    return outs, grads
+
+
+def measure(spec: dict, result: dict, stage: Stage) -> None:
+    """Run the protocol, filling `result` as it goes (partial results survive a failure)."""
+    cell, proto, device = spec["cell"], spec["protocol"], spec["device"]
+    name, _ = models.parse_ref(cell["model"])
+    missing = models.missing_requirements(name)
+    if missing:
+        result.update(status="skipped", error=f"needs {', '.join(missing)} (not installed)")
+        return
+    torch, dev, module, inputs, target, loss_fn, autocast = _setup(spec)
+    cuda = dev.type == "cuda"
+    from collector.timing import CpuClock, CudaClock
+
+    clock = CudaClock(torch) if cuda else CpuClock()
+    result["timing_method"] = clock.method
+    eager_step, compiled_step, _ = _make_steps(torch, spec, module, inputs, target, loss_fn, autocast)
+
+    def timed_first_call(step):
+        clock.sync()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        out = step()
+        clock.sync()
+        return out, time.perf_counter() - t0
+
+    def peaks():
+        return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+
+    if spec.get("warm_only"):
+        stage.name = "compile"
+        _, result["warm_first_call_compiled_s"] = timed_first_call(compiled_step)
+        result["warm_compile_dynamo_s"] = _compile_times(torch).get("entire_frame_compile")
+        result["status"] = "ok"
+        return
+
+    stage.name = "eager"
+    snapshot = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    out, result["first_call_eager_s"] = timed_first_call(eager_step)
+    if cuda:
+        result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = peaks()
+    ref_out, ref_grads = _capture(torch, out, module, cell["phase"])
+    for _ in range(proto["warmup_steps"]):
+        eager_step()
+
+    if compiled_step is not None:
+        stage.name = "compile"
+        module.load_state_dict(snapshot)  # compiled first call starts from the eager reference's weights
+        before = _dynamo_counts(torch)
+        out, result["first_call_compiled_s"] = timed_first_call(compiled_step)
+        got_out, got_grads = _capture(torch, out, module, cell["phase"])
+        calls, min_calls = 1, (3 if cell["mode"] in CUDAGRAPH_MODES else 2)
+        while calls < proto["max_warmup_calls"]:
+            seen = _dynamo_counts(torch)
+            compiled_step()
+            calls += 1
+            if calls >= min_calls and _dynamo_counts(torch) == seen:
+                break
+        clock.sync()
+        if cuda:
+            result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = peaks()
+        result["warmup_calls_compiled"] = calls
+        times = _compile_times(torch)
+        result["compile_times_json"] = json.dumps(times, sort_keys=True)
+        result["compile_dynamo_s"] = times.get("entire_frame_compile")
+        result["compile_inductor_s"] = times.get("inductor_compile")
+        result["compile_backward_s"] = times.get("entire_backward_compile")
+        counters = torch._dynamo.utils.counters
+        result["graph_count"] = int(counters["stats"].get("unique_graphs", 0))
+        result["graph_break_count"] = int(sum(counters["graph_break"].values()))
+        del before
+        stage.name = "compiled"
+        for _ in range(proto["warmup_steps"]):
+            compiled_step()
+        key = cell["dtype"] + ("+tf32" if proto["tf32"] and cell["dtype"] == "float32" and cuda else "")
+        tol = TOLERANCE[key]
+        result["tolerance"] = tol
+        result["output_rel_err"] = rel_l2(got_out, ref_out)
+        if cell["phase"] == "train":
+            result["grad_rel_err"] = rel_l2(got_grads, ref_grads)
+        errs = [result["output_rel_err"], result.get("grad_rel_err") or 0.0]
+        result["accuracy_ok"] = all(e == e and e <= tol for e in errs)  # e == e: not nan
+
+    stage.name = "timing"
+    sides = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
+    samples = {s: {"step": [], "enq": [], "wall": [], "peak": (0, 0), "energy": 0.0} for s, _ in sides}
+    monitor = None
+    if cuda:
+        from collector.nvml import NvmlMonitor
+
+        monitor = NvmlMonitor.open(str(torch.cuda.get_device_properties(dev).uuid))
+        if monitor:
+            monitor.start()
+    energy_ok = monitor is not None and monitor.energy_j() is not None
+    for _ in range(proto["blocks"]):
+        for side, step in sides:  # ABAB: drift in clocks or load hits both sides equally
+            rec = samples[side]
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            e0 = monitor.energy_j() if energy_ok else None
+            blk = clock.block(step, proto["steps_per_block"])
+            if energy_ok:
+                rec["energy"] += monitor.energy_j() - e0
+            rec["step"] += blk.step_ms
+            rec["enq"] += blk.enqueue_ms
+            rec["wall"].append(blk.wall_ms_per_step)
+            if cuda:
+                rec["peak"] = tuple(max(a, b) for a, b in zip(rec["peak"], peaks()))
+    if monitor:
+        tel = monitor.stop()
+        result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
+                      sm_clock_mhz=tel.sm_clock_mhz, gpu_temp_c=tel.gpu_temp_c)
+    for side, rec in samples.items():
+        result[f"{side}_step_ms"] = rec["step"]
+        result[f"{side}_enqueue_ms"] = rec["enq"] if cuda else None
+        result[f"{side}_block_wall_ms"] = rec["wall"]
+        if cuda:
+            result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = rec["peak"]
+        if energy_ok:
+            result[f"{side}_energy_j"] = rec["energy"]
+    ok = result.get("accuracy_ok", True)
+    result["status"] = "ok" if ok else "accuracy_fail"
+    if not ok:
+        result["error"] = (f"compiled differs from eager: output rel. L2 error {result['output_rel_err']:.3g}, "
+                           f"gradient {result.get('grad_rel_err')}, tolerance {result['tolerance']:.0e}")
+
+
+def main(argv: list[str]) -> int:
+    spec_path, out_path = Path(argv[0]), Path(argv[1])
+    spec = json.loads(spec_path.read_text())
+    result: dict = {}
+    stage = Stage()
+    try:
+        measure(spec, result, stage)
+    except (Exception, MemoryError) as exc:
+        traceback.print_exc()
+        tail = "".join(traceback.format_exception(exc)[-3:])
+        result["status"] = classify(exc, stage.name)
+        result["error"] = f"during {stage.name}: {type(exc).__name__}: {exc}"[:1500] + "\n" + tail[-1500:]
+    tmp = out_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

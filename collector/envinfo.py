@@ -1,0 +1,86 @@
+"""Environment of a run, probed in a child process (the parent never imports torch).
+
+    python -m collector.envinfo DEVICE   # prints one JSON object
+DEVICE is auto, cuda or cpu; the answer's `device` is the one resolved.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import sys
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _nvml(uuid: str) -> dict:
+    """Driver, SM clock and power limit at start, by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        return {"driver": pynvml.nvmlSystemGetDriverVersion(),
+                "sm_clock_mhz_start": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1e3}
+    except Exception as exc:  # no NVML: say so, never fake
+        return {"nvml_error": f"{type(exc).__name__}: {exc}"}
+
+
+def probe(device: str) -> dict:
+    """Everything DESIGN.md lists that can be read before the first cell."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("device 'cuda' was asked for, but torch sees no CUDA device; "
+                         "valid here: cpu (or device=auto)")
+    env = {
+        "device": device,
+        "torch_version": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "triton": _version("triton") or _version("pytorch-triton"),
+        "torchvision": _version("torchvision"),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "inductor_compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
+        "torch_num_threads": torch.get_num_threads(),
+        "gpu_name": None, "gpu_count": 0,
+    }
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu_name=props.name, gpu_count=torch.cuda.device_count(), gpu_uuid=str(props.uuid),
+                   gpu_memory_bytes=props.total_memory, gpu_sm_count=props.multi_processor_count)
+        env.update(_nvml(str(props.uuid)))
+    env["device_name"] = env["gpu_name"] if device == "cuda" else env["cpu_model"]
+    return env
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe(sys.argv[1] if len(sys.argv) > 1 else "auto")))

@@ -1,0 +1,206 @@
+"""The matrix: a named TOML preset plus overrides, validated into cells.
+
+No torch here: validation must finish (and fail, with exit code 2) before any
+process is started or any file is written.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from pathlib import Path
+
+from collector import models
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+PHASES = ("infer", "train")
+MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
+SCOPES = ("model", "step")
+DEVICES = ("auto", "cuda", "cpu")
+AXES = ("models", "phases", "modes", "dtypes", "batch_sizes", "compile_scopes")
+# protocol key -> (type, minimum, maximum)
+PROTOCOL = {
+    "blocks": (int, 1, 1000),
+    "steps_per_block": (int, 1, 10000),
+    "warmup_steps": (int, 0, 1000),
+    "max_warmup_calls": (int, 3, 1000),
+    "timeout_s": (int, 1, 24 * 3600),
+    "seed": (int, 0, 2**31 - 1),
+    "warm_compile": (bool, None, None),
+    "tf32": (bool, None, None),
+}
+TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
+MAX_BATCH = 1 << 16
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class MatrixError(ValueError):
+    """A matrix that cannot be run; the message names the problem and the valid choices."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One point of the matrix: what is measured. `model` is the canonical model reference."""
+
+    model: str
+    phase: str
+    dtype: str
+    batch_size: int
+    mode: str
+    compile_scope: str
+
+    @property
+    def cell_id(self) -> str:
+        """File-name-safe identity, stable across runs (used to resume and to pair runs)."""
+        parts = [self.model, self.phase, self.dtype, f"bs{self.batch_size}", self.mode, self.compile_scope]
+        return "__".join(_SAFE.sub("-", p) for p in parts)
+
+    def label(self) -> str:
+        return f"{self.model} {self.phase} {self.dtype} bs={self.batch_size} {self.mode} ({self.compile_scope})"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How each cell is measured; stored with the run."""
+
+    blocks: int = 8
+    steps_per_block: int = 5
+    warmup_steps: int = 3
+    max_warmup_calls: int = 10
+    timeout_s: int = 900
+    seed: int = 0
+    warm_compile: bool = True
+    tf32: bool = False
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A validated matrix: its preset name, device request, protocol and cells (sorted, unique)."""
+
+    preset: str
+    description: str
+    device: str
+    protocol: Protocol
+    cells: tuple[Cell, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict:
+        return {"preset": self.preset, "description": self.description, "device": self.device,
+                "protocol": asdict(self.protocol), "cells": [asdict(c) for c in self.cells]}
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str) -> tuple[str, dict]:
+    """Read a preset by name (collector/presets/NAME.toml) or path; returns (name, raw table)."""
+    path = Path(name_or_path)
+    if not (path.suffix == ".toml" and path.exists()):
+        if name_or_path not in preset_names():
+            raise MatrixError(f"unknown preset {name_or_path!r}; valid presets: {', '.join(preset_names())} "
+                              "(or a path to a .toml file)")
+        path = PRESET_DIR / f"{name_or_path}.toml"
+    try:
+        return path.stem, tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{path}: malformed TOML: {exc}") from None
+
+
+def _as_list(key: str, value, where: str) -> list:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{where}: {key} must be a non-empty list, got {value!r}")
+    return value
+
+
+def _check_choices(key: str, values: list, valid: tuple, where: str) -> None:
+    for v in values:
+        if v not in valid:
+            raise MatrixError(f"{where}: unknown {key[:-1] if key.endswith('s') else key} {v!r}; "
+                              f"valid {key}: {', '.join(valid)}")
+
+
+def _expand(table: dict, where: str) -> list[Cell]:
+    """Cells of one (sub-)matrix table that already holds every axis key it needs."""
+    missing = [k for k in AXES if k not in table and k != "batch_sizes"]
+    if missing:
+        raise MatrixError(f"{where}: missing {', '.join(missing)}")
+    axes = {k: _as_list(k, table[k], where) for k in AXES if k in table}
+    _check_choices("phases", axes["phases"], PHASES, where)
+    _check_choices("modes", axes["modes"], MODES, where)
+    _check_choices("dtypes", axes["dtypes"], DTYPES, where)
+    _check_choices("compile_scopes", axes["compile_scopes"], SCOPES, where)
+    refs = []
+    for ref in axes["models"]:
+        if not isinstance(ref, str):
+            raise MatrixError(f"{where}: model names are strings, got {ref!r}")
+        try:
+            name, opts = models.parse_ref(ref)
+        except models.UnknownModel as exc:
+            raise MatrixError(f"{where}: {exc}") from None
+        refs.append((name, models.canonical_ref(name, opts)))
+    for bs in axes.get("batch_sizes", []):
+        if isinstance(bs, bool) or not isinstance(bs, int) or not 0 < bs <= MAX_BATCH:
+            raise MatrixError(f"{where}: batch size must be an integer from 1 to {MAX_BATCH}, got {bs!r}")
+    cells = []
+    for (name, ref), phase, dtype, mode, scope in product(
+            refs, axes["phases"], axes["dtypes"], axes["modes"], axes["compile_scopes"]):
+        sizes = axes.get("batch_sizes") or [models.spec(name).default_batch_size]
+        # scope only matters when training with a compiled model: normalise the rest to "model"
+        scope = scope if (phase == "train" and mode != "eager") else "model"
+        cells.extend(Cell(ref, phase, dtype, bs, mode, scope) for bs in sizes)
+    return cells
+
+
+def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix:
+    """Validate preset + overrides into a Matrix; raises MatrixError with the valid choices.
+
+    `overrides` may hold any axis (replacing it in the preset and in every include)
+    and any protocol key or `device`.
+    """
+    name, raw = load_preset(preset)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    where = f"preset {name!r}"
+    for source, table in (("preset", raw), ("overrides", overrides)):
+        unknown = sorted(set(table) - set(TOP_KEYS))
+        if unknown:
+            raise MatrixError(f"{where} ({source}): unknown key(s) {', '.join(unknown)}; "
+                              f"valid keys: {', '.join(TOP_KEYS)}")
+    merged = {**raw, **overrides}
+    device = merged.get("device", "auto")
+    if device not in DEVICES:
+        raise MatrixError(f"{where}: unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
+    proto = {}
+    for key, (typ, lo, hi) in PROTOCOL.items():
+        if key not in merged:
+            continue
+        value = merged[key]
+        if typ is bool and isinstance(value, str) and value.lower() in ("0", "1", "true", "false"):
+            value = value.lower() in ("1", "true")
+        if typ is int and isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if type(value) is not typ or (lo is not None and not lo <= value <= hi):
+            span = "true or false" if typ is bool else f"an integer from {lo} to {hi}"
+            raise MatrixError(f"{where}: {key} must be {span}, got {value!r}")
+        proto[key] = value
+    axis_overrides = {k: v for k, v in overrides.items() if k in AXES}
+    base = {k: v for k, v in raw.items() if k in AXES} | axis_overrides
+    cells = _expand(base, where)
+    includes = raw.get("include", [])
+    if not isinstance(includes, list):
+        raise MatrixError(f"{where}: include must be an array of tables ([[include]])")
+    for i, inc in enumerate(includes):
+        bad = sorted(set(inc) - set(AXES))
+        if bad:
+            raise MatrixError(f"{where}: include #{i + 1}: unknown key(s) {', '.join(bad)}; "
+                              f"valid keys: {', '.join(AXES)}")
+        table = {k: v for k, v in raw.items() if k in AXES} | inc | axis_overrides
+        cells.extend(_expand(table, f"{where} include #{i + 1}"))
+    unique = tuple(dict.fromkeys(cells))  # preset order: base matrix first, then includes
+    if not unique:
+        raise MatrixError(f"{where}: the matrix is empty")
+    return Matrix(name, str(raw.get("description", "")), device, Protocol(**proto), unique)

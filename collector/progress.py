@@ -1,0 +1,78 @@
+"""Terminal progress for a long collection: cell k of n, elapsed, estimate, summary table."""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from typing import Callable, TextIO
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _median(values) -> float | None:
+    values = [v for v in (values or []) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def outcome_line(row: dict) -> str:
+    """One-line result of a finished cell: status, medians, speedup, compile time."""
+    eager, comp = _median(row.get("eager_step_ms")), _median(row.get("compiled_step_ms"))
+    parts = [row["status"]]
+    if eager is not None:
+        parts.append(f"eager {eager:.3f} ms")
+    if comp is not None:
+        parts.append(f"compiled {comp:.3f} ms")
+    if eager and comp:
+        parts.append(f"speedup {eager / comp:.2f}x")
+    if row.get("first_call_compiled_s") is not None:
+        parts.append(f"first call {row['first_call_compiled_s']:.1f} s")
+    if row.get("warm_first_call_compiled_s") is not None:
+        parts.append(f"warm {row['warm_first_call_compiled_s']:.1f} s")
+    if row.get("error") and row["status"] != "ok":
+        parts.append(row["error"].splitlines()[0][:160])
+    return ", ".join(parts)
+
+
+class Progress:
+    """Prints one line when a cell starts and one when it ends, with an estimate of what remains."""
+
+    def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic):
+        self.total, self.out, self.clock = total, out, clock
+        self.t0 = clock()
+        self.durations: list[float] = []
+        self.rows: list[dict] = []
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def start(self, k: int, label: str) -> None:
+        elapsed = self.clock() - self.t0
+        left = self.total - k + 1
+        eta = f", about {fmt_duration(statistics.fmean(self.durations) * left)} left" if self.durations else ""
+        self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
+
+    def done(self, row: dict, seconds: float) -> None:
+        self.durations.append(seconds)
+        self.rows.append(row)
+        self._say(f"    -> {outcome_line(row)}  [{fmt_duration(seconds)}]")
+
+    def summary(self, skipped_done: int = 0) -> str:
+        """The table printed at the end: one line per cell measured in this invocation."""
+        lines = [f"{'cell':<58} {'status':<14} {'eager ms':>9} {'comp. ms':>9} {'speedup':>8}"]
+        for row in self.rows:
+            e, c = _median(row.get("eager_step_ms")), _median(row.get("compiled_step_ms"))
+            sp = f"{e / c:.2f}x" if e and c else "-"
+            lines.append(f"{row['cell_id'][:58]:<58} {row['status']:<14} "
+                         f"{(f'{e:.3f}' if e else '-'):>9} {(f'{c:.3f}' if c else '-'):>9} {sp:>8}")
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing new"
+        lines.append(f"{len(self.rows)} cell(s) measured in {fmt_duration(self.clock() - self.t0)}: {tally}"
+                     + (f"; {skipped_done} already done (skipped)" if skipped_done else ""))
+        return "\n".join(lines)

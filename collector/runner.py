@@ -1,0 +1,250 @@
+"""Schedules cells: one fresh subprocess per cell, a timeout, fresh compile caches,
+one Parquet file per cell written atomically, resume by skipping finished cells.
+
+The launcher is injectable (tests use a fake one to drive the plumbing quickly);
+`SubprocessLauncher` is the real path.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Protocol as TypingProtocol
+
+from collector import schema
+from collector.matrix import Cell, Matrix
+from collector.progress import Progress
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ENV_MUST_MATCH = ("device", "device_name", "torch_version")
+PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "warmup_steps", "seed", "tf32")
+
+
+class RunError(RuntimeError):
+    """The run cannot go on (locked, mismatched environment, unwritable directory)."""
+
+
+class Launcher(TypingProtocol):
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+class SubprocessLauncher:
+    """Runs `python -m collector.cell` in a new process group with its own compile caches."""
+
+    def __init__(self, python: str = sys.executable):
+        self.python = python
+        self.current: subprocess.Popen | None = None
+
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
+        with tempfile.TemporaryDirectory(prefix="tcb-cell-") as tmp:
+            spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+            spec_path.write_text(json.dumps(spec))
+            env = dict(os.environ, PYTHONUNBUFFERED="1",
+                       TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
+                       TRITON_CACHE_DIR=str(cache_dir / "triton"))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+            with open(log_path, "ab") as log:
+                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} "
+                          f"{'warm' if spec.get('warm_only') else 'cold'} ===\n".encode())
+                log.flush()
+                proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
+                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=PROJECT_ROOT, env=env, start_new_session=True)
+                self.current = proc
+                try:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+                    return {"status": "timeout",
+                            "error": f"no result within {timeout_s:.0f} s (process group killed)\n{_tail(log_path)}"}
+                finally:
+                    self.kill()  # nothing of the cell outlives it (orphaned compile workers included)
+                    self.current = None
+            if out_path.exists():
+                return json.loads(out_path.read_text())
+            code = proc.returncode
+            how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            return {"status": "crashed", "error": f"cell process died ({how}) without a result\n{_tail(log_path)}"}
+
+    def kill(self) -> None:
+        proc = self.current
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+
+
+def default_run_id(preset: str, env: dict) -> str:
+    """`<preset>-<device>-torch<version>`: the same command on the same setup resumes the same run."""
+    device = env["gpu_name"] if env["device"] == "cuda" else "cpu"
+    raw = f"{preset}-{device}-torch{env['torch_version']}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-").lower()
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id or ""):
+        raise ValueError(f"invalid run id {run_id!r}: use 1-100 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit (no slashes, no '..')")
+    return run_id
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _project_sha() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
+    """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
+    manifest_path = run_dir / "run.json"
+    session = {"started_at": _now(), "hostname": env.get("hostname"), "preset": matrix.preset,
+               "project_git_sha": _project_sha(), "cells_in_matrix": len(matrix.cells)}
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+        old = manifest["environment"]
+        diff = [f"{k}: run has {old.get(k)!r}, this machine {env.get(k)!r}"
+                for k in ENV_MUST_MATCH if old.get(k) != env.get(k)]
+        if diff:
+            raise RunError(f"{run_dir} was collected in another environment ({'; '.join(diff)}); "
+                           "choose another run id (RUN=...) instead of mixing them")
+        old_p, new_p = manifest.get("protocol", {}), asdict(matrix.protocol)
+        changed = [f"{k}: {old_p.get(k)!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH if old_p.get(k) != new_p[k]]
+        if changed:
+            raise RunError(f"{run_dir} was measured with another protocol ({'; '.join(changed)}); "
+                           "use another run id (RUN=...)")
+    else:
+        manifest = {"run_id": run_id, "schema_version": schema.SCHEMA_VERSION, "environment": env,
+                    "protocol": asdict(matrix.protocol), "preset": matrix.preset,
+                    "description": matrix.description, "sessions": []}
+    manifest["sessions"].append(session)
+    manifest["matrices"] = sorted(set(manifest.get("matrices", [])) | {matrix.preset})
+    _write_json(manifest_path, manifest)
+    return manifest
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Exclusive lock on the run directory: a second collector on it refuses at once."""
+    fh = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise RunError(f"another collector is running on {run_dir}; wait for it or use another run id")
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def cell_spec(cell: Cell, matrix: Matrix, device: str, warm_only: bool = False) -> dict:
+    return {"cell": asdict(cell), "protocol": asdict(matrix.protocol), "device": device, "warm_only": warm_only}
+
+
+def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
+                 launcher: Launcher, clock: Callable[[], float] = time.monotonic) -> dict:
+    """Run one cell (cold, then warm-cache compile if asked) and return its complete row."""
+    started, t0 = _now(), clock()
+    cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
+    log_path = run_dir / "logs" / f"{cell.cell_id}.log"
+    try:
+        timeout = matrix.protocol.timeout_s
+        result = launcher.run(cell_spec(cell, matrix, env["device"]), cache_dir, log_path, timeout)
+        if (matrix.protocol.warm_compile and cell.mode != "eager"
+                and result.get("status") in ("ok", "accuracy_fail")):
+            warm = launcher.run(cell_spec(cell, matrix, env["device"], warm_only=True), cache_dir, log_path, timeout)
+            if warm.get("status") == "ok":
+                result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
+                result["warm_compile_dynamo_s"] = warm.get("warm_compile_dynamo_s")
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    result = {k: v for k, v in result.items() if k in schema.COLUMNS}
+    return schema.make_row({
+        **result, "run_id": run_id, "cell_id": cell.cell_id, **asdict(cell),
+        "tf32": matrix.protocol.tf32, "device": env["device"], "device_name": env["device_name"],
+        "torch_version": env["torch_version"], "hostname": env["hostname"],
+        "started_at": started, "cell_wall_s": clock() - t0,
+        "blocks": matrix.protocol.blocks, "steps_per_block": matrix.protocol.steps_per_block,
+        "status": result.get("status", "crashed"),
+    })
+
+
+def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
+            out=sys.stdout, clock: Callable[[], float] = time.monotonic) -> Path:
+    """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
+
+    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cell
+    in flight; every finished cell is already on disk.
+    """
+    run_dir = Path(out_dir) / check_run_id(run_id)
+    cells_dir = run_dir / "cells"
+    try:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        cells_dir.mkdir(exist_ok=True)
+        probe = cells_dir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
+    with run_lock(run_dir):
+        manifest = prepare_run(run_dir, run_id, matrix, env)
+        done = {p.stem for p in cells_dir.glob("*.parquet")}
+        todo = [c for c in matrix.cells if c.cell_id not in done]
+        already = len(matrix.cells) - len(todo)
+        print(f"run {run_id}: {len(matrix.cells)} cells in matrix '{matrix.preset}', {already} already done, "
+              f"{len(todo)} to measure on {env['device']} ({env['device_name']}), torch {env['torch_version']}",
+              file=out, flush=True)
+        progress = Progress(len(todo), out=out, clock=clock)
+        try:
+            for k, cell in enumerate(todo, 1):
+                progress.start(k, cell.label())
+                t0 = clock()
+                row = measure_cell(cell, matrix, env, run_id, run_dir, launcher, clock)
+                schema.write_row(row, cells_dir / f"{cell.cell_id}.parquet")
+                progress.done(row, clock() - t0)
+        except KeyboardInterrupt:
+            kill = getattr(launcher, "kill", None)
+            if kill:
+                kill()
+            print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in {cells_dir}; "
+                  "run the same command again to resume", file=out, flush=True)
+            raise
+        finally:
+            manifest["sessions"][-1]["finished_at"] = _now()
+            manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
+            _write_json(run_dir / "run.json", manifest)
+        print(progress.summary(skipped_done=already), file=out, flush=True)
+    return run_dir

@@ -1,0 +1,83 @@
+"""The Parquet contract: one row per cell. Shared by the collector and the analysis (no torch).
+
+Units are in the column names. Raw samples are list columns; statistics are
+derived later, in analysis/. Bump SCHEMA_VERSION on any incompatible change.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "compile_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail", "skipped")
+
+_f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+_list = pa.list_(pa.float64())
+
+FIELDS = [
+    # identity
+    ("schema_version", _i64), ("run_id", _str), ("cell_id", _str),
+    ("model", _str), ("phase", _str), ("dtype", _str), ("batch_size", _i64), ("mode", _str),
+    ("compile_scope", _str), ("tf32", _bool), ("device", _str),
+    # environment (the rest is in run.json, joined on run_id)
+    ("device_name", _str), ("torch_version", _str), ("hostname", _str),
+    # outcome
+    ("status", _str), ("error", _str), ("started_at", _str), ("cell_wall_s", _f64),
+    # protocol
+    ("timing_method", _str), ("blocks", _i64), ("steps_per_block", _i64),
+    ("warmup_calls_compiled", _i64),
+    # raw samples (ms per step), in time order; block i is samples [i*spb, (i+1)*spb)
+    ("eager_step_ms", _list), ("compiled_step_ms", _list),
+    ("eager_enqueue_ms", _list), ("compiled_enqueue_ms", _list),  # CPU time to issue a step (GPU only)
+    ("eager_block_wall_ms", _list), ("compiled_block_wall_ms", _list),  # synchronised wall per step, per block
+    # compile
+    ("first_call_eager_s", _f64), ("first_call_compiled_s", _f64), ("warm_first_call_compiled_s", _f64),
+    ("compile_dynamo_s", _f64), ("compile_inductor_s", _f64), ("compile_backward_s", _f64),
+    ("warm_compile_dynamo_s", _f64), ("compile_times_json", _str),
+    ("graph_count", _i64), ("graph_break_count", _i64),
+    # memory (bytes; CUDA only)
+    ("eager_peak_allocated_bytes", _i64), ("eager_peak_reserved_bytes", _i64),
+    ("compiled_peak_allocated_bytes", _i64), ("compiled_peak_reserved_bytes", _i64),
+    ("eager_cold_peak_allocated_bytes", _i64), ("eager_cold_peak_reserved_bytes", _i64),
+    ("compiled_cold_peak_allocated_bytes", _i64), ("compiled_cold_peak_reserved_bytes", _i64),
+    # correctness: relative L2 error of outputs (and gradients in training) against eager
+    ("output_rel_err", _f64), ("grad_rel_err", _f64), ("tolerance", _f64), ("accuracy_ok", _bool),
+    # NVML during timing (GPU only; null on the CPU, never faked)
+    ("gpu_util_pct", _f64), ("gpu_power_w", _f64), ("sm_clock_mhz", _f64), ("gpu_temp_c", _f64),
+    ("eager_energy_j", _f64), ("compiled_energy_j", _f64),
+]
+SCHEMA = pa.schema(FIELDS)
+COLUMNS = tuple(name for name, _ in FIELDS)
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def make_row(values: dict) -> dict:
+    """A complete row: every column present (missing ones null), unknown keys rejected."""
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise SchemaError(f"unknown column(s): {', '.join(sorted(unknown))}")
+    row = {name: values.get(name) for name in COLUMNS}
+    row["schema_version"] = SCHEMA_VERSION
+    if row["status"] not in STATUSES:
+        raise SchemaError(f"unknown status {row['status']!r}; valid: {', '.join(STATUSES)}")
+    return row
+
+
+def write_row(row: dict, path: Path) -> None:
+    """Write one row to `path` atomically: a temporary name in the same folder, fsync, rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    table = pa.Table.from_pylist([make_row(row)], schema=SCHEMA)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
