@@ -19,9 +19,9 @@ endif
 # collect options (empty = the preset's value)
 PRESET ?= auto
 RUN ?=
-OUT ?= data/runs
+RUNS ?= data/runs
 opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
-COLLECT_ARGS = --preset "$(PRESET)" --out "$(OUT)" --python "$(PY)" \
+COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
@@ -34,7 +34,7 @@ REPORT_ARGS = --data data --out reports $(foreach r,$(RUN),--run "$(r)") $(if $(
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  collect options: PRESET=auto|smoke|quick|default|file.toml MODELS= MODES= PHASES= DTYPES="
-	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= OUT="
+	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 

@@ -68,10 +68,11 @@ class MemoryRow:
     eager_alloc: str
     compiled_alloc: str
     alloc_ratio: str
-    eager_reserved: str
-    compiled_reserved: str
-    reserved_ratio: str
     cold_alloc_ratio: str
+    reserved_before: str
+    reserved_after: str
+    reserved_end: str
+    reserved_growth: str
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,9 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
 
     memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"]),
                         fmt_bytes(r["compiled_peak_allocated_bytes"]), fmt_x(r["mem_allocated_ratio"]),
-                        fmt_bytes(r["eager_peak_reserved_bytes"]), fmt_bytes(r["compiled_peak_reserved_bytes"]),
-                        fmt_x(r["mem_reserved_ratio"]), fmt_x(r["mem_cold_allocated_ratio"]))
+                        fmt_x(r["mem_cold_allocated_ratio"]), fmt_bytes(r["eager_cold_peak_reserved_bytes"]),
+                        fmt_bytes(r["compiled_cold_peak_reserved_bytes"]), fmt_bytes(r["end_peak_reserved_bytes"]),
+                        fmt_x(r["mem_reserved_growth"]))
               for r in _records(con, "memory", run_id)]
 
     verdicts = dict(con.execute("SELECT cell_id, verdict FROM verdicts WHERE run_id=$run_id",

@@ -25,6 +25,7 @@ AXES = ("models", "phases", "modes", "dtypes", "batch_sizes", "compile_scopes")
 PROTOCOL = {
     "blocks": (int, 1, 1000),
     "steps_per_block": (int, 1, 10000),
+    "min_block_ms": (int, 0, 60000),
     "warmup_steps": (int, 0, 1000),
     "max_warmup_calls": (int, 3, 1000),
     "timeout_s": (int, 1, 24 * 3600),
@@ -68,6 +69,7 @@ class Protocol:
 
     blocks: int = 8
     steps_per_block: int = 5
+    min_block_ms: int = 100
     warmup_steps: int = 3
     max_warmup_calls: int = 10
     timeout_s: int = 900

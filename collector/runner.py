@@ -29,7 +29,7 @@ from collector.progress import Progress
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_MUST_MATCH = ("device", "device_name", "torch_version")
-PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "warmup_steps", "seed", "tf32")
+PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "warmup_steps", "seed", "tf32")
 
 
 class RunError(RuntimeError):
@@ -197,7 +197,8 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
         "tf32": matrix.protocol.tf32, "device": env["device"], "device_name": env["device_name"],
         "torch_version": env["torch_version"], "hostname": env["hostname"],
         "started_at": started, "cell_wall_s": clock() - t0,
-        "blocks": matrix.protocol.blocks, "steps_per_block": matrix.protocol.steps_per_block,
+        "blocks": matrix.protocol.blocks,
+        "steps_per_block": result.get("steps_per_block", matrix.protocol.steps_per_block),
         "status": result.get("status", "crashed"),
     })
 

@@ -43,8 +43,11 @@ FIELDS = [
     ("compiled_peak_allocated_bytes", _i64), ("compiled_peak_reserved_bytes", _i64),
     ("eager_cold_peak_allocated_bytes", _i64), ("eager_cold_peak_reserved_bytes", _i64),
     ("compiled_cold_peak_allocated_bytes", _i64), ("compiled_cold_peak_reserved_bytes", _i64),
-    # correctness: relative L2 error of outputs (and gradients in training) against eager
-    ("output_rel_err", _f64), ("grad_rel_err", _f64), ("tolerance", _f64), ("accuracy_ok", _bool),
+    # correctness: relative L2 error against a float64 run of the same step (accuracy_reference),
+    # for compiled and for eager; tolerance is the dtype's floor
+    ("output_rel_err", _f64), ("grad_rel_err", _f64),
+    ("eager_output_rel_err", _f64), ("eager_grad_rel_err", _f64),
+    ("accuracy_reference", _str), ("tolerance", _f64), ("accuracy_ok", _bool),
     # NVML during timing (GPU only; null on the CPU, never faked)
     ("gpu_util_pct", _f64), ("gpu_power_w", _f64), ("sm_clock_mhz", _f64), ("gpu_temp_c", _f64),
     ("eager_energy_j", _f64), ("compiled_energy_j", _f64),
