@@ -347,9 +347,8 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
                            f"{ERROR_MULTIPLIER:g} x eager)")
 
 
-def main(argv: list[str]) -> int:
-    spec_path, out_path = Path(argv[0]), Path(argv[1])
-    spec = json.loads(spec_path.read_text())
+def run_cell(spec: dict) -> dict:
+    """Measure a cell; never raises for a failure of the cell itself: it becomes a status."""
     result: dict = {}
     stage = Stage()
     try:
@@ -360,6 +359,12 @@ def main(argv: list[str]) -> int:
         result["status"] = classify(exc, stage.name)
         result["error"] = f"during {stage.name}: {type(exc).__name__}: {exc}"[:1500] + "\n" + tail[-1500:]
     log(f"finished: {result.get('status')}")
+    return result
+
+
+def main(argv: list[str]) -> None:
+    spec_path, out_path = Path(argv[0]), Path(argv[1])
+    result = run_cell(json.loads(spec_path.read_text()))
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))
     os.replace(tmp, out_path)
@@ -371,4 +376,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

@@ -204,12 +204,13 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 
 
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
-            out=sys.stdout, clock: Callable[[], float] = time.monotonic) -> Path:
+            out=None, clock: Callable[[], float] = time.monotonic) -> Path:
     """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
 
     KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cell
     in flight; every finished cell is already on disk.
     """
+    out = out or sys.stdout
     run_dir = Path(out_dir) / check_run_id(run_id)
     cells_dir = run_dir / "cells"
     try:

@@ -7,8 +7,8 @@ SELECT
     exp(avg(ln(speedup)) FILTER (WHERE status = 'ok' AND speedup > 0)) AS geomean_speedup,
     count(*) FILTER (WHERE status = 'ok' AND verdict = 'faster') AS faster,
     count(*) FILTER (WHERE status = 'ok' AND verdict = 'slower') AS slower,
-    count(*) FILTER (WHERE status = 'ok' AND verdict NOT IN ('faster', 'slower')) AS unclear
-FROM stats JOIN verdicts USING (run_id, cell_id)
+    count(*) FILTER (WHERE status = 'ok' AND coalesce(verdict, '') NOT IN ('faster', 'slower')) AS unclear
+FROM stats LEFT JOIN verdicts USING (run_id, cell_id)
 WHERE run_id = $run_id AND mode <> 'eager'
 GROUP BY ALL
 ORDER BY phase, mode, compile_scope;

@@ -1,0 +1,76 @@
+"""Writes tests/fixtures/small: a tiny synthetic run with known medians (committed; rerun to refresh).
+
+    python tests/make_fixture.py
+Samples are deterministic (seeded); the statistics tests recompute what they expect from them.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from collector.schema import write_row  # noqa: E402
+
+OUT = Path(__file__).parent / "fixtures" / "small"
+RUN_ID = "fixture-small"
+ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "2.0.0+test",
+       "hostname": "fixture-host", "cpu_model": "Test CPU", "cpu_count": 2, "python": "3.11.0"}
+
+
+def samples(rng, median_ms: float, n: int, spread: float = 0.02) -> list[float]:
+    return list(median_ms * (1 + spread * rng.standard_normal(n)))
+
+
+def main() -> None:
+    shutil.rmtree(OUT, ignore_errors=True)
+    cells_dir = OUT / RUN_ID / "cells"
+    cells_dir.mkdir(parents=True)
+    rng = np.random.default_rng(1234)
+    # (model, phase, batch, mode, eager_ms, compiled_ms, status)
+    spec = [
+        ("mlp", "infer", 32, "default", 0.20, 0.30, "ok"),
+        ("mlp", "infer", 32, "reduce-overhead", 0.20, 0.10, "ok"),
+        ("resnet18", "train", 64, "default", 12.0, 12.0, "ok"),
+        ("resnet18", "train", 64, "reduce-overhead", 12.0, 5.0, "ok"),
+        ("resnet18", "infer", 8, "default", 2.0, 1.0, "ok"),
+        ("resnet18", "infer", 32, "default", 4.0, 2.5, "ok"),
+        ("gpt", "train", 8, "default", 30.0, None, "compile_error"),
+    ]
+    blocks, spb = 4, 10
+    for model, phase, bs, mode, e_ms, c_ms, status in spec:
+        cell_id = f"{model}__{phase}__amp_bf16__bs{bs}__{mode}__model"
+        row = {
+            "run_id": RUN_ID, "cell_id": cell_id, "model": model, "phase": phase, "dtype": "amp_bf16",
+            "batch_size": bs, "mode": mode, "compile_scope": "model", "tf32": False, "device": "cuda",
+            "device_name": "Test GPU", "torch_version": "2.0.0+test", "hostname": "fixture-host",
+            "status": status, "started_at": "2026-01-01T00:00:00+00:00", "cell_wall_s": 10.0,
+            "timing_method": "cuda_event", "blocks": blocks, "steps_per_block": spb,
+            "first_call_eager_s": 0.5, "first_call_compiled_s": 20.5,
+            "eager_step_ms": samples(rng, e_ms, blocks * spb),
+            "eager_peak_allocated_bytes": 1000 * 2**20, "eager_cold_peak_reserved_bytes": 1200 * 2**20,
+        }
+        if c_ms is None:
+            row.update(error="during compile: BackendCompilerFailed: <b>boom</b> | piped",
+                       first_call_compiled_s=None)
+        else:
+            row.update(compiled_step_ms=samples(rng, c_ms, blocks * spb), warm_first_call_compiled_s=2.5,
+                       compile_dynamo_s=15.0, compile_inductor_s=10.0, graph_count=1, graph_break_count=0,
+                       compiled_peak_allocated_bytes=800 * 2**20, compiled_cold_peak_allocated_bytes=1500 * 2**20,
+                       compiled_cold_peak_reserved_bytes=1600 * 2**20, eager_peak_reserved_bytes=1600 * 2**20,
+                       compiled_peak_reserved_bytes=1800 * 2**20, accuracy_ok=True, tolerance=0.05,
+                       output_rel_err=0.001, accuracy_reference="float64")
+        write_row(row, cells_dir / f"{cell_id}.parquet")
+    manifest = {"run_id": RUN_ID, "schema_version": 1, "environment": ENV, "description": "synthetic fixture",
+                "preset": "fixture", "protocol": {"blocks": blocks, "steps_per_block": spb, "tf32": False},
+                "sessions": [{"hostname": "fixture-host"}]}
+    (OUT / RUN_ID / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

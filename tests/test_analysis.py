@@ -1,0 +1,138 @@
+"""Queries, report context and rendering against the checked-in fixture (no torch)."""
+import re
+import statistics
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.__main__ import main as analysis_main
+from analysis.context import build_run_report, prepare
+from analysis.load import DataError, discover_runs, load
+from analysis.render import md_cell, render
+from conftest import FIXTURE, ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "fixture-small.md"
+NOW = "2026-01-01 00:00 UTC"
+
+
+def _loaded(root=FIXTURE, strict=False):
+    runs = discover_runs(root)
+    loaded = load(runs, strict=strict)
+    prepare(loaded)
+    return loaded, runs
+
+
+def _row(cell_id):
+    path = FIXTURE / "fixture-small" / "cells" / f"{cell_id}.parquet"
+    return pq.read_table(path).to_pylist()[0]
+
+
+def test_analysis_never_imports_torch():
+    for path in (ROOT / "analysis").rglob("*.py"):
+        assert not re.search(r"^\s*(import torch|from torch)", path.read_text(), re.M), path
+
+
+def test_cell_stats_match_numpy_on_raw_samples():
+    loaded, _ = _loaded()
+    cid = "resnet18__train__amp_bf16__bs64__reduce-overhead__model"
+    row = _row(cid)
+    got = loaded.con.execute("SELECT eager_median_ms, compiled_median_ms, speedup, eager_q1_ms, eager_q3_ms, "
+                             "breakeven_cold_steps, breakeven_warm_steps FROM stats WHERE cell_id = ?",
+                             [cid]).fetchone()
+    e, c = statistics.median(row["eager_step_ms"]), statistics.median(row["compiled_step_ms"])
+    assert got[0] == pytest.approx(e) and got[1] == pytest.approx(c)
+    assert got[2] == pytest.approx(e / c)
+    q1, q3 = np.quantile(row["eager_step_ms"], [0.25, 0.75])
+    assert got[3] == pytest.approx(q1) and got[4] == pytest.approx(q3)
+    saved_s = (e - c) / 1e3
+    assert got[5] == pytest.approx((row["first_call_compiled_s"] - row["first_call_eager_s"]) / saved_s)
+    assert got[6] == pytest.approx((row["warm_first_call_compiled_s"] - row["first_call_eager_s"]) / saved_s)
+
+
+def test_headline_geomean_and_counts():
+    loaded, runs = _loaded()
+    report = build_run_report(loaded, runs[0], reps=300, now=NOW)
+    infer_default = next(h for h in report.headline if h.phase == "infer" and h.mode == "default")
+    meds = [(statistics.median(_row(c)["eager_step_ms"]) / statistics.median(_row(c)["compiled_step_ms"]))
+            for c in ("mlp__infer__amp_bf16__bs32__default__model", "resnet18__infer__amp_bf16__bs8__default__model",
+                      "resnet18__infer__amp_bf16__bs32__default__model")]
+    assert infer_default.geomean == f"{np.exp(np.mean(np.log(meds))):.2f}x"
+    assert (infer_default.cells, infer_default.faster, infer_default.slower) == (3, 2, 1)
+    train_default = next(h for h in report.headline if h.phase == "train" and h.mode == "default")
+    assert train_default.cells == 2 and train_default.ok_cells == 1 and train_default.pass_rate == "50%"
+    assert [f.status for f in report.failures] == ["compile_error"]
+    never = next(c for c in report.compile_rows if c.label.startswith("mlp infer amp_bf16 bs32 default"))
+    assert never.breakeven_cold == "never pays off"
+    unclear = next(c for c in report.compile_rows if c.label.startswith("resnet18 train amp_bf16 bs64 default"))
+    assert unclear.breakeven_cold == "no clear gain"
+
+
+def test_markdown_matches_golden(tmp_path):
+    """Snapshot of the whole Markdown report. Refresh with UPDATE_GOLDEN=1 after a deliberate change."""
+    loaded, runs = _loaded()
+    md, _ = render(build_run_report(loaded, runs[0], reps=300, now=NOW), tmp_path)
+    import os
+
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(md.read_text())
+    assert md.read_text() == GOLDEN.read_text()
+
+
+def test_html_is_self_contained_and_escapes_hostile_text(fixture_copy, tmp_path):
+    cells = fixture_copy / "fixture-small" / "cells"
+    path = cells / "gpt__train__amp_bf16__bs8__default__model.parquet"
+    table = pq.read_table(path).to_pylist()
+    table[0]["error"] = "<script>alert(1)</script> | col | " + "x" * 5000
+    table[0]["model"] = "<img src=x onerror=alert(2)>"
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(path)), path)
+    loaded, runs = _loaded(fixture_copy)
+    md, html = render(build_run_report(loaded, runs[0], reps=100, now=NOW), tmp_path / "out")
+    text = html.read_text()
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "<img src=x" not in text
+    assert not re.search(r'(src|href)="(?!data:)', text)  # nothing loaded from outside the file
+    assert text.count('src="data:image/png;base64,') == 4
+    md_text = md.read_text()
+    failure = next(line for line in md_text.splitlines() if line.startswith("| &lt;img"))
+    assert failure.count(" | ") == 2  # pipes inside the text are escaped: still three cells
+    assert "<script>" not in md_text and len(failure) < 800
+
+
+def test_md_cell_escapes():
+    assert md_cell("a|b\nc <b>") == "a\\|b c &lt;b&gt;"
+
+
+def test_bad_files_are_skipped_and_named(fixture_copy):
+    cells = fixture_copy / "fixture-small" / "cells"
+    good = sorted(cells.glob("*.parquet"))
+    good[0].write_bytes(good[0].read_bytes()[:200])  # truncated
+    rows = pq.read_table(good[1]).to_pylist()
+    rows[0]["schema_version"] = 99
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(good[1])), good[1])
+    pq.write_table(pq.read_table(good[2]).drop(["status"]), good[2])
+    pq.write_table(pq.read_table(good[3]).append_column("surprise", pa.array([1])), good[3])
+    loaded, _ = _loaded(fixture_copy)
+    reasons = dict(loaded.skipped)
+    assert "unreadable Parquet" in reasons[str(good[0])]
+    assert "schema version 99 is not known" in reasons[str(good[1])]
+    assert "missing column(s) status" in reasons[str(good[2])]
+    assert "unexpected column(s) surprise" in reasons[str(good[3])]
+    assert loaded.con.execute("SELECT count(*) FROM cells").fetchone()[0] == len(good) - 4
+    with pytest.raises(DataError, match="bad input files"):
+        load(discover_runs(fixture_copy), strict=True)
+
+
+def test_cli_renders_and_lists_skipped_files(fixture_copy, tmp_path, capsys):
+    cells = fixture_copy / "fixture-small" / "cells"
+    bad = sorted(cells.glob("*.parquet"))[0]
+    bad.write_bytes(b"not parquet at all")
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path / "r"), "--reps", "100"]) == 0
+    md = (tmp_path / "r" / "fixture-small" / "report.md").read_text()
+    assert "1 input file(s) were skipped" in md and bad.name in md
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path / "r"), "--strict"]) == 2
+    assert analysis_main(["--data", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
+    assert analysis_main(["--data", str(fixture_copy), "--run", "nope", "--out", str(tmp_path / "r")]) == 2
+    assert "available: fixture-small" in capsys.readouterr().err

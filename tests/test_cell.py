@@ -1,0 +1,105 @@
+"""The child side on the CPU, in-process: models, correctness check, failure classification."""
+import math
+
+import pytest
+import torch
+
+from collector import cell, models
+from collector.matrix import Protocol
+from dataclasses import asdict
+
+TINY = {"mlp": "mlp:d_model=16,hidden=32", "gpt": "gpt:layers=1,d_model=32,heads=2,seq_len=8,vocab=64",
+        "moe": "moe:layers=1,d_model=16,hidden=32,experts=4,seq_len=8",
+        "gnn": "gnn:layers=2,nodes=8,degree=2,features=8,hidden=16,classes=3"}
+
+
+def _spec(model, phase="infer", mode="default", dtype="float32", **proto):
+    p = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
+    p.update(proto)
+    return {"cell": {"model": model, "phase": phase, "dtype": dtype, "batch_size": 2, "mode": mode,
+                     "compile_scope": "model"}, "protocol": p, "device": "cpu"}
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_builtin_models_build_run_and_train(name):
+    torch.manual_seed(0)
+    ref_name, opts = models.parse_ref(TINY[name])
+    built = models.spec(ref_name).build(2, opts)
+    out = built.module(*built.inputs)
+    loss = built.loss(out, built.target)
+    assert loss.ndim == 0 and math.isfinite(loss.item())
+    loss.backward()
+    grads = [p.grad for p in built.module.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_moe_matches_dense_top_k_when_nothing_is_dropped():
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    _, opts = models.parse_ref("moe:layers=1,d_model=8,hidden=16,experts=4,top_k=2,seq_len=5,capacity_factor=4.0")
+    built = models.spec("moe").build(3, opts)
+    layer = built.module[0]
+    x = built.inputs[0]
+    got = built.module(x)
+    xt = layer.ln(x).reshape(-1, 8)
+    gate, expert = torch.topk(F.softmax(layer.router(xt), -1), 2, dim=-1)
+    want = torch.zeros_like(xt)
+    for t in range(xt.shape[0]):
+        for j in range(2):
+            e = expert[t, j]
+            want[t] += gate[t, j] * (F.gelu(xt[t] @ layer.w1[e]) @ layer.w2[e])
+    torch.testing.assert_close(got, x + want.view(x.shape), rtol=1e-4, atol=1e-5)
+
+
+def test_torchvision_models_say_what_they_need():
+    for name in ("resnet18", "resnet50", "vit_b16"):
+        assert models.spec(name).requires == ("torchvision",)
+    if models.missing_requirements("resnet18"):
+        result = cell.run_cell(_spec("resnet18"))
+        assert result == {"status": "skipped", "error": "needs torchvision (not installed)"}
+
+
+def test_rel_l2():
+    a = [torch.ones(4)]
+    assert cell.rel_l2(a, a) == 0
+    assert cell.rel_l2([torch.ones(4) * 1.1], a) == pytest.approx(0.1)
+    assert math.isnan(cell.rel_l2([torch.ones(3)], a))
+    assert math.isnan(cell.rel_l2([torch.full((4,), float("nan"))], a))
+
+
+def test_compile_failure_is_a_compile_error_row(monkeypatch):
+    def broken_compile(fn, mode=None):
+        def call(*args, **kwargs):
+            raise RuntimeError("inductor exploded")
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    result = cell.run_cell(_spec(TINY["mlp"]))
+    assert result["status"] == "compile_error"
+    assert "inductor exploded" in result["error"]
+    assert result["first_call_eager_s"] > 0  # what was measured before the failure is kept
+
+
+def test_nan_output_is_an_accuracy_failure(monkeypatch):
+    def nan_compile(fn, mode=None):
+        return lambda *a, **k: fn(*a, **k) * float("nan")
+
+    monkeypatch.setattr(torch, "compile", nan_compile)
+    result = cell.run_cell(_spec(TINY["mlp"]))
+    assert result["status"] == "accuracy_fail"
+    assert math.isnan(result["output_rel_err"])
+    assert "compiled differs from the float64 reference" in result["error"]
+
+
+def test_out_of_memory_is_classified():
+    assert cell.classify(MemoryError(), "eager") == "oom"
+    assert cell.classify(RuntimeError("CUDA out of memory. Tried to allocate"), "timing") == "oom"
+    assert cell.classify(RuntimeError("x"), "compile") == "compile_error"
+    assert cell.classify(ValueError("x"), "timing") == "runtime_error"
+
+
+def test_eager_mode_cell_measures_eager_only():
+    result = cell.run_cell(_spec(TINY["mlp"], mode="eager"))
+    assert result["status"] == "ok"
+    assert len(result["eager_step_ms"]) == 4 and "compiled_step_ms" not in result

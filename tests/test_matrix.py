@@ -1,0 +1,79 @@
+import pytest
+
+from collector import matrix as mx
+from collector.__main__ import main as collector_main
+
+
+def test_smoke_preset_expands_to_known_cells():
+    m = mx.build_matrix("smoke")
+    ids = [c.cell_id for c in m.cells]
+    assert len(ids) == 4 and len(set(ids)) == 4
+    assert "mlp__infer__float32__bs8__default__model" in ids
+    assert all(c.model in ("mlp", "gpt:layers=1,seq_len=64,vocab=4096") for c in m.cells)
+
+
+def test_default_preset_includes_union_without_duplicates():
+    m = mx.build_matrix("default")
+    assert len(m.cells) == len(set(m.cells))
+    base = [c for c in m.cells if c.batch_size == 64 and c.model == "resnet18" and c.dtype == "amp_bf16"
+            and c.phase == "train" and c.compile_scope == "model"]
+    assert {c.mode for c in base} == {"default", "reduce-overhead"}
+    assert {c.batch_size for c in m.cells if c.model == "gpt"} == {1, 8, 32, 128}
+    assert {c.compile_scope for c in m.cells if c.model == "resnet18" and c.phase == "train"} == {"model", "step"}
+    # compile scope is normalised to "model" where it cannot matter (inference)
+    assert all(c.compile_scope == "model" for c in m.cells if c.phase == "infer")
+
+
+def test_overrides_replace_axes_everywhere():
+    m = mx.build_matrix("default", {"models": ["mlp"], "modes": ["default"]})
+    assert {c.model for c in m.cells} == {"mlp"}
+    assert {c.mode for c in m.cells} == {"default"}
+
+
+def test_model_options_are_validated_and_canonical():
+    m = mx.build_matrix("smoke", {"models": ["gpt:seq_len=64,layers=1,vocab=4096"]})
+    assert {c.model for c in m.cells} == {"gpt:layers=1,seq_len=64,vocab=4096"}
+    with pytest.raises(mx.MatrixError, match="valid options .*layers=12"):
+        mx.build_matrix("smoke", {"models": ["gpt:depth=3"]})
+    with pytest.raises(mx.MatrixError, match="must be positive"):
+        mx.build_matrix("smoke", {"models": ["gpt:layers=0"]})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"models": ["nope"]}, "unknown model 'nope'; valid models: mlp, gpt, moe"),
+    ({"modes": ["fastest"]}, "unknown mode 'fastest'; valid modes: eager, default"),
+    ({"dtypes": ["fp8"]}, "unknown dtype 'fp8'; valid dtypes: float32"),
+    ({"phases": ["eval"]}, "unknown phase 'eval'"),
+    ({"batch_sizes": [0]}, "batch size must be an integer from 1 to 65536"),
+    ({"batch_sizes": [10**9]}, "batch size must be an integer"),
+    ({"models": []}, "models must be a non-empty list"),
+    ({"blocks": 0}, "blocks must be an integer from 1"),
+    ({"colour": "red"}, "unknown key\\(s\\) colour; valid keys:"),
+])
+def test_bad_input_is_one_clear_error(overrides, message):
+    with pytest.raises(mx.MatrixError, match=message):
+        mx.build_matrix("smoke", overrides)
+
+
+def test_malformed_and_unknown_presets(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("models = [mlp\n")
+    with pytest.raises(mx.MatrixError, match="malformed TOML"):
+        mx.build_matrix(str(bad))
+    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, smoke"):
+        mx.build_matrix("huge")
+    unknown = tmp_path / "u.toml"
+    unknown.write_text('models=["mlp"]\nphases=["infer"]\nmodes=["default"]\ndtypes=["float32"]\n'
+                       'compile_scopes=["model"]\nbogus=1\n')
+    with pytest.raises(mx.MatrixError, match="unknown key\\(s\\) bogus"):
+        mx.build_matrix(str(unknown))
+
+
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "runs"
+    code = collector_main(["--preset", "smoke", "--models", "mlp,nope", "--out", str(out)])
+    assert code == 2
+    assert "unknown model 'nope'" in capsys.readouterr().err
+    assert not out.exists()
+    assert collector_main(["--preset", "smoke", "--run-id", "../escape", "--out", str(out)]) == 2
+    assert not out.exists()

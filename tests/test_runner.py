@@ -1,0 +1,151 @@
+"""Collector plumbing: scheduling, atomic rows, resume, locks, crashes and timeouts."""
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from collector import matrix as mx
+from collector.runner import RunError, SubprocessLauncher, collect, measure_cell, run_lock
+from collector.schema import COLUMNS
+
+ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
+
+
+class FakeLauncher:
+    """Returns canned results: eager 2 ms, compiled 1 ms; records what it was asked to run."""
+
+    def __init__(self, fail_on=None):
+        self.calls = []
+        self.fail_on = fail_on
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        self.calls.append((spec["cell"]["model"], spec["cell"]["mode"], spec["warm_only"], cache_dir))
+        assert cache_dir.exists()
+        if spec["warm_only"]:
+            return {"status": "ok", "warm_first_call_compiled_s": 0.5}
+        if self.fail_on and self.fail_on == spec["cell"]["phase"]:
+            return {"status": "runtime_error", "error": "boom"}
+        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4,
+                "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0}
+
+
+def _matrix(**over):
+    return mx.build_matrix("smoke", {"models": ["mlp"], **over})
+
+
+def test_collect_writes_one_complete_row_per_cell_and_resumes(tmp_path, capsys):
+    m = _matrix()
+    launcher = FakeLauncher(fail_on="train")
+    run_dir = collect(m, ENV, tmp_path, "r1", launcher)
+    files = sorted((run_dir / "cells").glob("*.parquet"))
+    assert [f.stem for f in files] == sorted(c.cell_id for c in m.cells)
+    rows = {r["phase"]: r for f in files for r in pq.read_table(f).to_pylist()}
+    assert set(rows["infer"]) == set(COLUMNS)
+    assert rows["infer"]["status"] == "ok" and rows["infer"]["warm_first_call_compiled_s"] == 0.5
+    assert rows["train"]["status"] == "runtime_error" and rows["train"]["error"] == "boom"
+    assert rows["train"]["warm_first_call_compiled_s"] is None  # no warm run after a failure
+    # each cell got its own fresh cache directory, removed afterwards
+    caches = [c[3] for c in launcher.calls]
+    assert len({c for c in caches}) == 2 and not any(c.exists() for c in caches)
+    out = capsys.readouterr().out
+    assert "[1/2] mlp infer float32 bs=8 default" in out and "1 ok, 1 runtime_error" in out
+    # a second run of the same matrix measures nothing again
+    again = FakeLauncher()
+    collect(m, ENV, tmp_path, "r1", again)
+    assert again.calls == []
+    assert "2 already done, 0 to measure" in capsys.readouterr().out
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [s["cells_measured"] for s in manifest["sessions"]] == [2, 0]
+
+
+def test_partial_file_from_a_killed_writer_is_not_a_result(tmp_path):
+    m = _matrix()
+    run_dir = tmp_path / "r2" / "cells"
+    run_dir.mkdir(parents=True)
+    (run_dir / f".{m.cells[0].cell_id}.parquet.123.tmp").write_bytes(b"half")
+    launcher = FakeLauncher()
+    collect(m, ENV, tmp_path, "r2", launcher)
+    assert len([c for c in launcher.calls if not c[2]]) == 2
+
+
+def test_refuses_other_environment_and_concurrent_collector(tmp_path):
+    m = _matrix()
+    collect(m, ENV, tmp_path, "r3", FakeLauncher())
+    with pytest.raises(RunError, match="torch_version: run has '9.9.9', this machine '1.0'"):
+        collect(m, {**ENV, "torch_version": "1.0"}, tmp_path, "r3", FakeLauncher())
+    with pytest.raises(RunError, match="another protocol \\(blocks: 6 -> 3\\)"):
+        collect(_matrix(blocks=3), ENV, tmp_path, "r3", FakeLauncher())
+    with run_lock(tmp_path / "r3"):
+        with pytest.raises(RunError, match="another collector is running"):
+            collect(m, ENV, tmp_path, "r3", FakeLauncher())
+
+
+def test_unwritable_output_is_a_clear_error_before_any_cell(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the runs folder should be")
+    launcher = FakeLauncher()
+    with pytest.raises(RunError, match="cannot write to"):
+        collect(_matrix(), ENV, blocker, "r4", launcher)
+    assert launcher.calls == []
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "fakepython"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_crashing_cell_becomes_a_crashed_row(tmp_path):
+    launcher = SubprocessLauncher(_fake_python(tmp_path, "echo about to die; kill -SEGV $$"))
+    m = _matrix(phases=["infer"])
+    row = measure_cell(m.cells[0], m, ENV, "r5", _mkrun(tmp_path), launcher)
+    assert row["status"] == "crashed"
+    assert "SIGSEGV" in row["error"] and "about to die" in row["error"]
+
+
+def test_hanging_cell_times_out_and_its_process_group_dies(tmp_path):
+    pidfile = tmp_path / "pid"
+    launcher = SubprocessLauncher(_fake_python(tmp_path, f"sleep 300 & echo $! > {pidfile}; wait"))
+    m = _matrix(phases=["infer"], timeout_s=2)
+    t0 = time.monotonic()
+    row = measure_cell(m.cells[0], m, ENV, "r6", _mkrun(tmp_path), launcher)
+    assert row["status"] == "timeout" and "no result within 2 s" in row["error"]
+    assert time.monotonic() - t0 < 30
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not _alive(child)  # the grandchild was killed with the group: nothing keeps the GPU
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in state
+
+
+def _mkrun(tmp_path):
+    d = tmp_path / "run"
+    (d / "logs").mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_sigterm_stops_collect_and_keeps_finished_cells(tmp_path):
+    class Interrupting(FakeLauncher):
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            if spec["cell"]["phase"] == "train":
+                raise KeyboardInterrupt
+            return super().run(spec, cache_dir, log_path, timeout_s)
+
+    m = _matrix()
+    with pytest.raises(KeyboardInterrupt):
+        collect(m, ENV, tmp_path, "r7", Interrupting())
+    done = list((tmp_path / "r7" / "cells").glob("*.parquet"))
+    assert [f.stem for f in done] == ["mlp__infer__float32__bs8__default__model"]
+    assert not list((tmp_path / "r7" / "cells").glob(".*tmp"))
