@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 DPI = 110
+MAX_SERIES = 12  # lines in one chart; the tables hold every cell
+MAX_ROWS = 40  # models in the heatmap, bars in the compile chart
 
 
 def _save(fig, path: Path) -> Path:
@@ -27,9 +29,10 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
     """Model x mode geometric-mean speedup, one panel per phase. rows: phase, model, mode, geomean_speedup."""
     if not rows:
         return None
+    keep = sorted({r["model"] for r in rows})[:MAX_ROWS]
+    rows = [r for r in rows if r["model"] in keep]
     phases = sorted({r["phase"] for r in rows})
-    fig, axes = plt.subplots(1, len(phases), figsize=(5.2 * len(phases), 0.5 * len({r['model'] for r in rows}) + 2.2),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(phases), figsize=(5.2 * len(phases), 0.4 * len(keep) + 2.2), squeeze=False)
     for ax, phase in zip(axes[0], phases):
         sub = [r for r in rows if r["phase"] == phase]
         models = sorted({r["model"] for r in sub})
@@ -57,7 +60,9 @@ def batch_sweep(rows: list[dict], path: Path) -> Path | None:
         return None
     series: dict[tuple, list[dict]] = {}
     for r in rows:
-        series.setdefault((r["model"], r["phase"], r["dtype"], r["mode"], r["compile_scope"]), []).append(r)
+        key = (r["model"], r["phase"], r["dtype"], r["mode"], r["compile_scope"])
+        if key in series or len(series) < MAX_SERIES:
+            series.setdefault(key, []).append(r)
     phases = sorted({k[1] for k in series})
     fig, axes = plt.subplots(1, len(phases), figsize=(6 * len(phases), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases):
@@ -75,7 +80,7 @@ def batch_sweep(rows: list[dict], path: Path) -> Path | None:
         ax.set_xlabel("batch size")
         ax.set_ylabel("speedup over eager")
         ax.set_title(f"{phase}: speedup vs batch size", fontsize=10)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)
 
 
@@ -84,7 +89,7 @@ def compile_times(rows: list[dict], path: Path) -> Path | None:
     rows = [r for r in rows if r["first_call_compiled_s"] is not None]
     if not rows:
         return None
-    rows = rows[:40]
+    rows = rows[:MAX_ROWS]
     labels = [r["label"] for r in rows]
     y = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.4))

@@ -174,9 +174,10 @@ def compute_verdicts(loaded: Loaded, run_id: str, reps: int, noise: float) -> di
                                int(r.blocks or 1), int(r.steps_per_block or 1)) for r in df.itertuples()]
     reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
     rows = []
-    for cell_id, rep in reps_by_cell.items():
-        lo, hi = stats.interval(rep)
-        rows.append((run_id, cell_id, lo, hi, stats.verdict(lo, hi)))
+    if reps_by_cell:
+        bounds = stats.intervals(np.stack(list(reps_by_cell.values())))
+        for cell_id, (lo, hi) in zip(reps_by_cell, bounds):
+            rows.append((run_id, cell_id, float(lo), float(hi), stats.verdict(lo, hi)))
     frame = pd.DataFrame(rows, columns=["run_id", "cell_id", "speedup_lo", "speedup_hi", "verdict"])
     con.execute("DELETE FROM verdicts WHERE run_id = $run_id", {"run_id": run_id})
     con.register("new_verdicts", frame)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from collector.compact import COMPACT, fingerprint, read_index
 from collector.schema import COLUMNS, SCHEMA_VERSION
 
 KNOWN_VERSIONS = (SCHEMA_VERSION,)
@@ -85,43 +86,71 @@ def _file_columns(con, files: list[str]) -> tuple[dict[str, set], list[tuple[str
     return cols, bad
 
 
-def load(runs: list[Run], strict: bool = False) -> Loaded:
-    """Validate every cell file of `runs` and load the good ones into table `cells`."""
-    con = duckdb.connect()
-    files = [str(f) for r in runs for f in r.files]
-    skipped: list[tuple[str, str]] = []
-    good: list[str] = []
-    if files:
-        cols, skipped = _file_columns(con, files)
-        required = set(COLUMNS)
-        for f in files:
-            if f not in cols:
-                continue
-            # parquet_schema also lists the root ("schema"/"duckdb_schema") and list children
-            missing, extra = required - cols[f], cols[f] - required - _STRUCTURAL
-            if "schema_version" not in cols[f]:
-                skipped.append((f, "no schema_version column: not a cell file of this project"))
-            elif missing or extra:
-                parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
-                        ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
-                skipped.append((f, "; ".join(parts)))
-            else:
-                good.append(f)
+def _validate(con, files: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split files into (good, skipped with reasons): readable, this schema's columns and version."""
+    if not files:
+        return [], []
+    cols, skipped = _file_columns(con, files)
+    good = []
+    required = set(COLUMNS)
+    for f in files:
+        if f not in cols:
+            continue
+        # parquet_schema also lists the root ("schema"/"duckdb_schema") and list children
+        missing, extra = required - cols[f], cols[f] - required - _STRUCTURAL
+        if "schema_version" not in cols[f]:
+            skipped.append((f, "no schema_version column: not a cell file of this project"))
+        elif missing or extra:
+            parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
+                    ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
+            skipped.append((f, "; ".join(parts)))
+        else:
+            good.append(f)
     if good:
-        versions = con.execute("SELECT filename, schema_version FROM read_parquet(?, filename=true) "
-                               "WHERE schema_version NOT IN (SELECT unnest(?))",
-                               [good, list(KNOWN_VERSIONS)]).fetchall()
-        for f, v in versions:
+        bad = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true) "
+                          "WHERE schema_version NOT IN (SELECT unnest(?))", [good, list(KNOWN_VERSIONS)]).fetchall()
+        for f, v in bad:
             skipped.append((f, f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"))
-        unknown = {f for f, _ in versions}
-        good = [f for f in good if f not in unknown]
+        good = [f for f in good if f not in {f for f, _ in bad}]
+    return good, skipped
+
+
+def load(runs: list[Run], strict: bool = False) -> Loaded:
+    """Validate every cell of `runs` and load the good ones into table `cells`.
+
+    A run's compact.parquet (written by the collector at the end of each session) stands in
+    for the cell files it holds unchanged; new or changed cell files are read one by one.
+    """
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    loose: list[str] = []
+    compacts: list[tuple[str, list[str], str]] = []  # (compact file, cell ids it stands for, run dir)
+    for run in runs:
+        index = read_index(run.path)
+        covered = []
+        for f in run.files:
+            if f.name in index and index[f.name] == fingerprint(f):
+                covered.append(f.stem)
+            else:
+                loose.append(str(f))
+        if covered:
+            compacts.append((str(run.path / COMPACT), covered, str(run.path)))
+    good_compacts, _ = _validate(con, [c[0] for c in compacts])
+    for path, ids, run_dir in compacts:
+        if path not in good_compacts:  # a bad compact file only means the slower path: its cell files
+            loose += [str(Path(run_dir) / "cells" / f"{i}.parquet") for i in ids]
+    good, skipped = _validate(con, loose)
     if skipped and strict:
         raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
+    con.execute("CREATE TABLE cells AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
+                [str(_empty_file())])
+    for path, ids, run_dir in compacts:
+        if path in good_compacts:
+            con.execute("INSERT INTO cells BY NAME SELECT *, $dir || '/cells/' || cell_id || '.parquet' AS filename "
+                        "FROM read_parquet($path) WHERE cell_id IN (SELECT unnest($ids))",
+                        {"dir": run_dir, "path": path, "ids": ids})
     if good:
-        con.execute("CREATE TABLE cells AS SELECT * FROM read_parquet(?, filename=true)", [good])
-    else:
-        con.execute("CREATE TABLE cells AS SELECT * FROM read_parquet(?, filename=true) LIMIT 0",
-                    [[str(_empty_file())]])
+        con.execute("INSERT INTO cells BY NAME SELECT * FROM read_parquet(?, filename=true)", [good])
     return Loaded(con, runs, sorted(skipped))
 
 

@@ -7,11 +7,13 @@ The statistic is the ratio of medians (eager / compiled = speedup).
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-DEFAULT_REPS = 1000
+DEFAULT_REPS = 500
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
 
 
@@ -33,6 +35,13 @@ def _blocked(x: np.ndarray, blocks: int, spb: int) -> np.ndarray:
     return x.reshape(-1, 1)
 
 
+def _median_last(x: np.ndarray) -> np.ndarray:
+    """Median along the last axis; sorting short rows is ~3x faster than np.median's partition."""
+    x = np.sort(x, axis=-1)
+    n = x.shape[-1]
+    return (x[..., (n - 1) // 2] + x[..., n // 2]) / 2
+
+
 def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0,
                        chunk: int = 256) -> dict[tuple, np.ndarray]:
     """Bootstrap replicates (length `reps`) of the speedup of each cell, keyed by cell key.
@@ -50,19 +59,32 @@ def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed:
                 n = min(len(e), len(k))
                 e, k = e[:n], k[:n]
         groups.setdefault(e.shape, []).append((c.key, e, k))
-    out: dict[tuple, np.ndarray] = {}
+    jobs = []
     for (nb, spb), members in groups.items():
         for start in range(0, len(members), chunk):
             part = members[start:start + chunk]
-            E = np.stack([m[1] for m in part])  # [cells, blocks, steps]
-            K = np.stack([m[2] for m in part])
-            idx = rng.integers(0, nb, size=(len(part), reps, nb))
-            cell_ix = np.arange(len(part))[:, None, None]
-            e_med = np.median(E[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=2)
-            k_med = np.median(K[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=2)
-            for (key, _, _), row in zip(part, e_med / k_med):
-                out[key] = row
+            jobs.append((part, nb, spb, rng.integers(0, nb, size=(len(part), reps, nb))))
+
+    def run(job) -> list[tuple]:
+        part, nb, spb, idx = job
+        E = np.stack([m[1] for m in part]).astype(np.float32)  # [cells, blocks, steps]
+        K = np.stack([m[2] for m in part]).astype(np.float32)
+        cell_ix = np.arange(len(part))[:, None, None]
+        e_med = _median_last(E[cell_ix, idx].reshape(len(part), reps, nb * spb))
+        k_med = _median_last(K[cell_ix, idx].reshape(len(part), reps, nb * spb))
+        return [(m[0], row.astype(np.float64)) for m, row in zip(part, e_med / k_med)]
+
+    out: dict[tuple, np.ndarray] = {}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # numpy releases the GIL
+        for pairs in pool.map(run, jobs):
+            out.update(pairs)
     return out
+
+
+def intervals(replicates: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """Percentile intervals for many cells at once: replicates [cells, reps] -> [cells, 2]."""
+    a = (1 - level) / 2
+    return np.quantile(replicates, [a, 1 - a], axis=1).T
 
 
 def interval(replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
 from collector import schema
+from collector.compact import compact_run
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
 
@@ -245,6 +246,10 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                   "run the same command again to resume", file=out, flush=True)
             raise
         finally:
+            try:
+                compact_run(run_dir)
+            except Exception as exc:  # an optimisation only: the cell files are complete without it
+                print(f"note: could not compact {run_dir}: {exc}", file=out)
             manifest["sessions"][-1]["finished_at"] = _now()
             manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
             _write_json(run_dir / "run.json", manifest)

@@ -149,3 +149,23 @@ def test_sigterm_stops_collect_and_keeps_finished_cells(tmp_path):
     done = list((tmp_path / "r7" / "cells").glob("*.parquet"))
     assert [f.stem for f in done] == ["mlp__infer__float32__bs8__default__model"]
     assert not list((tmp_path / "r7" / "cells").glob(".*tmp"))
+
+
+def test_compact_file_stands_in_only_for_unchanged_cells(tmp_path):
+    from analysis.load import discover_runs, load
+    from collector.compact import COMPACT, read_index
+    from collector.schema import write_row
+
+    m = _matrix()
+    run_dir = collect(m, ENV, tmp_path, "r8", FakeLauncher())
+    assert len(read_index(run_dir)) == 2 and (run_dir / COMPACT).exists()
+    cells = sorted((run_dir / "cells").glob("*.parquet"))
+    # change one cell after compaction: the reader must take the new file, not the stale row
+    row = pq.read_table(cells[0]).to_pylist()[0]
+    row["eager_step_ms"] = [7.0] * 4
+    time.sleep(0.01)
+    write_row(row, cells[0])
+    cells[1].unlink()  # and delete the other: its compacted row must not come back
+    loaded = load(discover_runs(tmp_path))
+    got = loaded.con.execute("SELECT cell_id, eager_step_ms FROM cells").fetchall()
+    assert got == [(row["cell_id"], [7.0] * 4)]
