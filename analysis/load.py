@@ -12,9 +12,9 @@ from pathlib import Path
 import duckdb
 
 from collector.compact import COMPACT, fingerprint, read_index
-from collector.schema import COLUMNS, SCHEMA_VERSION
+from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of
 
-KNOWN_VERSIONS = (SCHEMA_VERSION,)
+KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
 _STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
 SQL_DIR = Path(__file__).parent / "sql"
 
@@ -92,12 +92,12 @@ def _validate(con, files: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
         return [], []
     cols, skipped = _file_columns(con, files)
     good = []
-    required = set(COLUMNS)
+    oldest = columns_of(1)  # every version has these; later versions only add columns
     for f in files:
         if f not in cols:
             continue
         # parquet_schema also lists the root ("schema"/"duckdb_schema") and list children
-        missing, extra = required - cols[f], cols[f] - required - _STRUCTURAL
+        missing, extra = oldest - cols[f], cols[f] - set(COLUMNS) - _STRUCTURAL
         if "schema_version" not in cols[f]:
             skipped.append((f, "no schema_version column: not a cell file of this project"))
         elif missing or extra:
@@ -107,11 +107,16 @@ def _validate(con, files: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
         else:
             good.append(f)
     if good:
-        bad = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true) "
-                          "WHERE schema_version NOT IN (SELECT unnest(?))", [good, list(KNOWN_VERSIONS)]).fetchall()
-        for f, v in bad:
-            skipped.append((f, f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"))
-        good = [f for f in good if f not in {f for f, _ in bad}]
+        versions = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true, "
+                               "union_by_name=true)", [good]).fetchall()
+        bad = {}
+        for f, v in versions:
+            if v not in KNOWN_VERSIONS:
+                bad[f] = f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"
+            elif columns_of(v) - cols[f]:
+                bad[f] = f"missing column(s) {', '.join(sorted(columns_of(v) - cols[f]))} (schema version {v})"
+        skipped += sorted(bad.items())
+        good = [f for f in good if f not in bad]
     return good, skipped
 
 
@@ -150,7 +155,8 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
                         "FROM read_parquet($path) WHERE cell_id IN (SELECT unnest($ids))",
                         {"dir": run_dir, "path": path, "ids": ids})
     if good:
-        con.execute("INSERT INTO cells BY NAME SELECT * FROM read_parquet(?, filename=true)", [good])
+        con.execute("INSERT INTO cells BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
+                    [good])
     return Loaded(con, runs, sorted(skipped))
 
 

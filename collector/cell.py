@@ -294,9 +294,11 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     stage.name = "timing"
     # long enough blocks: a block lasts at least min_block_ms (estimated from a short eager block)
     est_ms = statistics.median(clock.block(eager_step, 3).step_ms)
-    spb = max(proto["steps_per_block"],
-              min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms, 1e-3))))
+    k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
+    spb = max(proto["steps_per_block"],  # samples per block
+              min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
     result["steps_per_block"] = spb
+    result["steps_per_sample"] = k
     sides = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
     samples = {s: {"step": [], "enq": [], "wall": [], "peak": (0, 0), "energy": 0.0} for s, _ in sides}
     monitor = None
@@ -314,7 +316,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             e0 = monitor.energy_j() if energy_ok else None
-            blk = clock.block(step, spb)
+            blk = clock.block(step, spb, k)
             if energy_ok:
                 rec["energy"] += monitor.energy_j() - e0
             rec["step"] += blk.step_ms
@@ -323,7 +325,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             if cuda:
                 rec["peak"] = tuple(max(a, b) for a, b in zip(rec["peak"], peaks()))
     window_s = (time.perf_counter() - t_timing) / max(len(sides), 1)
-    log(f"timed {proto['blocks']} blocks x {spb} steps per side ({window_s:.2f} s per side)")
+    log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({window_s:.2f} s per side)")
     energy_ok = energy_ok and window_s >= MIN_ENERGY_WINDOW_S
     if monitor:
         tel = monitor.stop()

@@ -53,6 +53,7 @@ def compact_run(run_dir: Path) -> int:
         try:
             t = pq.read_table(files[name])
             if t.schema.names != SCHEMA.names or t.column("schema_version")[0].as_py() != SCHEMA_VERSION:
+                # older schema versions stay as cell files: the reader handles them one by one
                 continue  # not this schema: left for the reader to report by name
             tables.append(t.cast(SCHEMA))
             index[name] = current[name]

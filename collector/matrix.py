@@ -26,6 +26,7 @@ PROTOCOL = {
     "blocks": (int, 1, 1000),
     "steps_per_block": (int, 1, 10000),
     "min_block_ms": (int, 0, 60000),
+    "min_sample_ms": (int, 0, 1000),
     "warmup_steps": (int, 0, 1000),
     "max_warmup_calls": (int, 3, 1000),
     "timeout_s": (int, 1, 24 * 3600),
@@ -70,6 +71,7 @@ class Protocol:
     blocks: int = 8
     steps_per_block: int = 5
     min_block_ms: int = 100
+    min_sample_ms: int = 2
     warmup_steps: int = 3
     max_warmup_calls: int = 10
     timeout_s: int = 900

@@ -30,7 +30,8 @@ from collector.progress import Progress
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_MUST_MATCH = ("device", "device_name", "torch_version")
-PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "warmup_steps", "seed", "tf32")
+PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
+                       "tf32")
 
 
 class RunError(RuntimeError):

@@ -11,7 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1)
+ADDED_IN = {"steps_per_sample": 2}
 STATUSES = ("ok", "compile_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail", "skipped")
 
 _f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
@@ -29,9 +31,11 @@ FIELDS = [
     # protocol
     ("timing_method", _str), ("blocks", _i64), ("steps_per_block", _i64),
     ("warmup_calls_compiled", _i64),
-    # raw samples (ms per step), in time order; block i is samples [i*spb, (i+1)*spb)
+    ("steps_per_sample", _i64),
+    # raw samples (mean ms per step over steps_per_sample steps), in time order;
+    # block i is samples [i*spb, (i+1)*spb) where spb = steps_per_block (samples per block)
     ("eager_step_ms", _list), ("compiled_step_ms", _list),
-    ("eager_enqueue_ms", _list), ("compiled_enqueue_ms", _list),  # CPU time to issue a step (GPU only)
+    ("eager_enqueue_ms", _list), ("compiled_enqueue_ms", _list),  # host time to issue a step (GPU only)
     ("eager_block_wall_ms", _list), ("compiled_block_wall_ms", _list),  # synchronised wall per step, per block
     # compile
     ("first_call_eager_s", _f64), ("first_call_compiled_s", _f64), ("warm_first_call_compiled_s", _f64),
@@ -54,6 +58,11 @@ FIELDS = [
 ]
 SCHEMA = pa.schema(FIELDS)
 COLUMNS = tuple(name for name, _ in FIELDS)
+
+
+def columns_of(version: int) -> set[str]:
+    """The columns a file of schema `version` holds."""
+    return {c for c in COLUMNS if ADDED_IN.get(c, 1) <= version}
 
 
 class SchemaError(ValueError):

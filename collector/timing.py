@@ -1,8 +1,13 @@
-"""Clocks for the timed region. The region holds the step and nothing else.
+"""Clocks for the timed region. The region holds the steps and nothing else.
 
-CUDA: one pair of CUDA events per step (recorded around the step, read after the
-block's final synchronise), plus the host time to enqueue the step and the
-synchronised wall time of the whole block. CPU: time.perf_counter per step.
+A sample is the mean time of `k` consecutive steps (k = steps per sample, 1 for any step
+longer than the protocol's min_sample_ms): a CUDA event record costs ~12 us of host time
+inside the interval it measures (measured on the H200 box, docs/performance.md), which
+would bias a 0.2 ms launch-bound step by 6%; spreading it over k steps keeps it under 1%.
+
+CUDA: events at sample boundaries (read after the block's final synchronise), the host
+time to enqueue each sample's steps, and the synchronised wall time of the whole block.
+CPU: time.perf_counter at sample boundaries.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from typing import Callable
 
 @dataclass
 class Block:
-    """One timed block: per-step device (or CPU) times, host enqueue times, wall per step."""
+    """One timed block: per-sample mean step time and host enqueue time (ms), wall per step (ms)."""
 
     step_ms: list[float]
     enqueue_ms: list[float]
@@ -23,16 +28,18 @@ class Block:
 class CpuClock:
     method = "perf_counter"
 
-    def block(self, step: Callable[[], object], n: int) -> Block:
+    def block(self, step: Callable[[], object], n: int, k: int = 1) -> Block:
+        """n samples of k steps each."""
         times = [0.0] * n
         clock = time.perf_counter
         t_start = clock()
         for i in range(n):
             t0 = clock()
-            step()
+            for _ in range(k):
+                step()
             times[i] = clock() - t0
         wall = clock() - t_start
-        return Block([t * 1e3 for t in times], [], wall * 1e3 / n)
+        return Block([t * 1e3 / k for t in times], [], wall * 1e3 / (n * k))
 
     def sync(self) -> None:
         pass
@@ -47,20 +54,22 @@ class CudaClock:
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
-    def block(self, step: Callable[[], object], n: int) -> Block:
+    def block(self, step: Callable[[], object], n: int, k: int = 1) -> Block:
+        """n samples of k steps each; one event at each sample boundary (n + 1 events)."""
         Event = self.torch.cuda.Event
-        starts = [Event(enable_timing=True) for _ in range(n)]
-        ends = [Event(enable_timing=True) for _ in range(n)]
+        marks = [Event(enable_timing=True) for _ in range(n + 1)]
         enq = [0.0] * n
         clock = time.perf_counter
         self.torch.cuda.synchronize()
         t_start = clock()
+        marks[0].record()
         for i in range(n):
-            starts[i].record()
             t0 = clock()
-            step()
+            for _ in range(k):
+                step()
             enq[i] = clock() - t0
-            ends[i].record()
+            marks[i + 1].record()
         self.torch.cuda.synchronize()
         wall = clock() - t_start
-        return Block([s.elapsed_time(e) for s, e in zip(starts, ends)], [e * 1e3 for e in enq], wall * 1e3 / n)
+        return Block([marks[i].elapsed_time(marks[i + 1]) / k for i in range(n)],
+                     [e * 1e3 / k for e in enq], wall * 1e3 / (n * k))

@@ -136,3 +136,11 @@ def test_cli_renders_and_lists_skipped_files(fixture_copy, tmp_path, capsys):
     assert analysis_main(["--data", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
     assert analysis_main(["--data", str(fixture_copy), "--run", "nope", "--out", str(tmp_path / "r")]) == 2
     assert "available: fixture-small" in capsys.readouterr().err
+
+
+def test_shipped_example_reads_without_skips():
+    """data/examples holds schema-v1 files (per-step samples): still read, steps_per_sample = 1."""
+    loaded, runs = _loaded(ROOT / "data" / "examples")
+    assert loaded.skipped == []
+    n, k = loaded.con.execute("SELECT count(*), min(steps_per_sample) FROM stats").fetchone()
+    assert n >= 8 and k == 1

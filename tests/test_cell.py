@@ -103,3 +103,11 @@ def test_eager_mode_cell_measures_eager_only():
     result = cell.run_cell(_spec(TINY["mlp"], mode="eager"))
     assert result["status"] == "ok"
     assert len(result["eager_step_ms"]) == 4 and "compiled_step_ms" not in result
+
+
+def test_short_steps_are_timed_several_per_sample():
+    result = cell.run_cell(_spec(TINY["mlp"], mode="eager", min_sample_ms=20, min_block_ms=0))
+    k = result["steps_per_sample"]
+    assert k > 1  # a tiny MLP step is far below 20 ms
+    assert len(result["eager_step_ms"]) == 2 * result["steps_per_block"]
+    assert all(t < 20 for t in result["eager_step_ms"])  # each sample is a mean per step, not a sum

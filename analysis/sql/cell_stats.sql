@@ -4,6 +4,7 @@ CREATE OR REPLACE TABLE stats AS
 SELECT
     run_id, cell_id, model, phase, dtype, batch_size, mode, compile_scope, tf32, device,
     device_name, torch_version, hostname, status, error, timing_method, blocks, steps_per_block,
+    coalesce(steps_per_sample, 1) AS steps_per_sample,  -- schema v1 rows: one step per sample
     len(eager_step_ms) AS eager_n,
     len(compiled_step_ms) AS compiled_n,
     list_aggregate(eager_step_ms, 'median') AS eager_median_ms,
