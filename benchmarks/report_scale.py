@@ -2,8 +2,9 @@
 
     python benchmarks/report_scale.py [--cells 10000] [--keep DIR]
 
-Writes a synthetic run of N cells (one Parquet file each, 8 blocks x 5 samples per side,
-as the collector writes them), then times `python -m analysis` over it in a fresh process.
+Writes a synthetic run of N cells (one Parquet file each, 8 blocks x 5 samples per side, and
+the run's compact.parquet, as the collector leaves a finished run), then times
+`python -m analysis` over it in a fresh process (Python start-up included).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from collector.compact import compact_run  # noqa: E402
 from collector.schema import write_row  # noqa: E402
 
 
@@ -54,6 +56,7 @@ def synth(root: Path, n: int) -> Path:
     (run / "run.json").write_text(json.dumps({"run_id": run.name, "environment": {"device": "cuda",
                                              "gpu_name": "Synthetic GPU", "torch_version": "0.0"},
                                              "description": f"{n} synthetic cells", "sessions": []}))
+    compact_run(run)  # as the collector does at the end of each session
     return root
 
 
