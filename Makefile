@@ -29,7 +29,9 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--run-id,$(RUN))
 REPORT_ARGS = --data data --out reports $(foreach r,$(RUN),--run "$(r)") $(if $(STRICT),--strict)
 
-.PHONY: help collect report test test-fast bench clean-reports
+.PHONY: help collect report test test-fast bench reliability clean-reports
+RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
+  or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -64,6 +66,11 @@ test-fast: $(COLLECT_DEPS) ## the suite without the slow end-to-end compile test
 bench: $(COLLECT_DEPS) ## harness overhead and 10,000-cell report benchmarks (docs/performance.md)
 	$(PY) benchmarks/harness_overhead.py
 	$(PY) benchmarks/report_scale.py
+
+reliability: $(COLLECT_DEPS) ## fault-injection tests and the kill -9 loop (docs/reliability.md)
+	$(PY) -m pytest -v tests/test_reliability.py tests/test_runner.py tests/test_browser.py \
+	  tests/test_cell.py tests/test_matrix.py tests/test_analysis.py -k "$(RELIABILITY_TESTS)"
+	$(PY) benchmarks/reliability.py --points 20
 
 clean-reports: ## delete rendered reports (reports/)
 	rm -rf reports

@@ -46,7 +46,8 @@ class Stage:
 def classify(exc: BaseException, stage: str) -> str:
     """Map an exception to a row status."""
     text = f"{type(exc).__name__} {exc}".lower()
-    if isinstance(exc, MemoryError) or "outofmemoryerror" in text or "out of memory" in text:
+    if (isinstance(exc, MemoryError) or "outofmemoryerror" in text or "out of memory" in text
+            or "can't allocate memory" in text):
         return "oom"
     if stage == "compile":
         return "compile_error"
@@ -349,6 +350,15 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
                            f"{ERROR_MULTIPLIER:g} x eager)")
 
 
+def _apply_memory_limit() -> None:
+    """TCB_CELL_MEMORY_LIMIT_MB (tests, shared hosts): cap this process's address space."""
+    limit = os.environ.get("TCB_CELL_MEMORY_LIMIT_MB")
+    if limit:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit) << 20, int(limit) << 20))
+
+
 def run_cell(spec: dict) -> dict:
     """Measure a cell; never raises for a failure of the cell itself: it becomes a status."""
     result: dict = {}
@@ -366,6 +376,7 @@ def run_cell(spec: dict) -> dict:
 
 def main(argv: list[str]) -> None:
     spec_path, out_path = Path(argv[0]), Path(argv[1])
+    _apply_memory_limit()
     result = run_cell(json.loads(spec_path.read_text()))
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))

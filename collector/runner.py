@@ -42,6 +42,16 @@ class Launcher(TypingProtocol):
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
 
 
+def _die_with_parent() -> None:
+    """In the cell process (Linux): be killed if the collector dies, even by kill -9."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _tail(path: Path, n: int = 1500) -> str:
     try:
         return path.read_text(errors="replace")[-n:]
@@ -70,7 +80,8 @@ class SubprocessLauncher:
                 log.flush()
                 proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=PROJECT_ROOT, env=env, start_new_session=True)
+                                        cwd=PROJECT_ROOT, env=env, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
                 self.current = proc
                 try:
                     proc.wait(timeout=timeout_s)
@@ -237,7 +248,12 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                 progress.start(k, cell.label())
                 t0 = clock()
                 row = measure_cell(cell, matrix, env, run_id, run_dir, launcher, clock)
-                schema.write_row(row, cells_dir / f"{cell.cell_id}.parquet")
+                try:
+                    schema.write_row(row, cells_dir / f"{cell.cell_id}.parquet")
+                except OSError as exc:
+                    raise RunError(f"cannot write {cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
+                                   f"the {len(progress.rows)} cell(s) finished before it are saved; "
+                                   "fix the cause and run the same command to resume") from None
                 progress.done(row, clock() - t0)
         except KeyboardInterrupt:
             kill = getattr(launcher, "kill", None)

@@ -1,0 +1,35 @@
+"""Stands in for the interpreter the collector starts (`--python`), for fault tests.
+
+    fake_python.py -m collector.envinfo DEVICE   -> a fixed environment
+    fake_python.py -m collector.cell SPEC OUT    -> after FAKE_CELL_SECONDS (default 0.1-0.4 s,
+                                                    random), a plausible ok result
+Every cell it finishes is appended to $FAKE_CELL_LEDGER (one cell id per line), so a test can
+count how often each cell was measured.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+args = sys.argv[1:]
+if args[:2] == ["-m", "collector.envinfo"]:
+    print(json.dumps({"device": "cpu", "device_name": "Fake CPU", "gpu_name": None, "torch_version": "0.0+fake",
+                      "hostname": "fake", "cpu_model": "Fake CPU", "cpu_count": 1}))
+elif args[:2] == ["-m", "collector.cell"]:
+    spec = json.loads(open(args[2]).read())
+    time.sleep(float(os.environ.get("FAKE_CELL_SECONDS", random.uniform(0.1, 0.4))))
+    c = spec["cell"]
+    cell_id = "__".join([c["model"], c["phase"], c["dtype"], f"bs{c['batch_size']}", c["mode"], c["compile_scope"]])
+    result = {"status": "ok", "eager_step_ms": [1.0] * 4, "compiled_step_ms": [0.5] * 4,
+              "first_call_eager_s": 0.1, "first_call_compiled_s": 1.0}
+    if spec.get("warm_only"):
+        result = {"status": "ok", "warm_first_call_compiled_s": 0.2}
+    elif os.environ.get("FAKE_CELL_LEDGER"):
+        with open(os.environ["FAKE_CELL_LEDGER"], "a") as fh:
+            fh.write(cell_id + "\n")
+    with open(args[3] + ".tmp", "w") as fh:
+        json.dump(result, fh)
+    os.replace(args[3] + ".tmp", args[3])
+else:
+    sys.exit(f"fake_python: unexpected arguments {args}")
