@@ -4,7 +4,12 @@
 SHELL := /bin/bash
 PYTHON ?=
 TORCH ?= 2.13.0
+# TORCH=<version> given to make gets its own virtualenv, so versions live side by side
+ifneq ($(filter command line environment,$(origin TORCH)),)
+VENV := .venv-torch-$(TORCH)
+else
 VENV := .venv
+endif
 
 ifeq ($(strip $(PYTHON)),)
 PY := $(VENV)/bin/python
@@ -27,7 +32,8 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--run-id,$(RUN))
-REPORT_ARGS = --data data --out reports $(foreach r,$(RUN),--run "$(r)") $(if $(STRICT),--strict)
+REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
+  $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch)
 
 .PHONY: help collect report test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
@@ -38,6 +44,7 @@ help: ## list the targets
 	@echo "  collect options: PRESET=auto|smoke|quick|default|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
+	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 
 $(VENV)/bin/python:
@@ -48,7 +55,9 @@ $(VENV)/.report-deps: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.collect-deps: $(VENV)/.report-deps
-	$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12"
+	@$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12" || { \
+	  echo "error: pip cannot install torch==$(TORCH) here; what pip offers:"; \
+	  $(VENV)/bin/pip index versions torch 2>/dev/null | grep -v WARNING | head -3; exit 2; }
 	touch $@
 
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)

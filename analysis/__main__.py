@@ -12,7 +12,8 @@ from pathlib import Path
 from analysis import stats
 from analysis.context import build_run_report, prepare
 from analysis.load import DataError, discover_runs, load
-from analysis.render import render
+from analysis.compare import build_compare_report
+from analysis.render import render, render_compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +26,11 @@ def parse_args(argv):
     p.add_argument("--out", type=Path, default=ROOT / "reports", help="reports go to OUT/<run_id>/")
     p.add_argument("--strict", action="store_true", help="fail on any bad input file instead of skipping it")
     p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap replicates per cell")
+    p.add_argument("--baseline", help="compare: the baseline run id (A)")
+    p.add_argument("--candidate", action="append",
+                   help="compare: candidate run id(s) (B); several give one report each and a trend table")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare runs from different devices, matrices or protocols (said on top of the report)")
     p.add_argument("--noise", type=float, default=stats.NOISE_THRESHOLD,
                    help="IQR/median above which a cell is marked noisy (default 0.10)")
     return p.parse_args(argv)
@@ -38,6 +44,10 @@ def main(argv=None) -> int:
         if not runs:
             raise DataError(f"no runs (folders with run.json) under {', '.join(map(str, args.data or ['data/']))}; "
                             "`make collect` makes one")
+        if bool(args.baseline) != bool(args.candidate):
+            raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
+        if args.baseline:
+            args.run = [args.baseline] + args.candidate
         if args.run:
             known = {r.run_id for r in runs}
             unknown = [x for x in args.run if x not in known]
@@ -48,6 +58,16 @@ def main(argv=None) -> int:
         for f, why in loaded.skipped:
             print(f"warning: skipped {f}: {why}", file=sys.stderr)
         prepare(loaded)
+        if args.baseline:
+            by_id = {r.run_id: r for r in runs}
+            order = [by_id[x] for x in args.run]
+            for cand in args.candidate:
+                report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
+                                              allow_mismatch=args.allow_mismatch, reps=args.reps)
+                md, html = render_compare(report, args.out / f"compare-{args.baseline}-vs-{cand}")
+                print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
+            print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
+            return 0
         for run in runs:
             report = build_run_report(loaded, run, reps=args.reps, noise=args.noise)
             md, html = render(report, args.out / run.run_id)

@@ -131,3 +131,19 @@ def amortization(rows: list[dict], path: Path) -> Path | None:
         ax.set_ylabel("cumulative time (s)")
         ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
+
+
+def forest(rows: list[tuple], path: Path) -> Path | None:
+    """Speedup change B/A per cell with its 95% interval. rows: (label, point, lo, hi), sorted."""
+    if not rows:
+        return None
+    rows = rows[:MAX_ROWS]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.5))
+    points = [r[1] for r in rows]
+    ax.errorbar(points, y, xerr=[[p - r[2] for p, r in zip(points, rows)], [r[3] - p for p, r in zip(points, rows)]],
+                fmt="o", capsize=3)
+    ax.axvline(1.0, color="grey", ls="--", lw=1)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
+    ax.set_xlabel("speedup in B / speedup in A (95% CI)")
+    return _save(fig, path)

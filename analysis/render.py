@@ -67,3 +67,20 @@ def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
     md_path.write_text(md)
     html_path.write_text(html)
     return md_path, html_path
+
+
+def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
+    """Write the comparison's report.md and report.html (with its forest chart) into out_dir."""
+    out_dir = Path(out_dir)
+    (out_dir / "assets").mkdir(parents=True, exist_ok=True)
+    path = charts.forest(report.chart_rows.get("forest", []), out_dir / "assets" / "forest.png")
+    images = {}
+    if path is not None:
+        report.charts["forest"] = Chart("forest", "Speedup change per cell", "assets/forest.png",
+                                        "speedup change B/A per cell with 95% intervals")
+        images["forest"] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+    env = _env()
+    md_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    md_path.write_text(env.get_template("compare.md.j2").render(r=report))
+    html_path.write_text(env.get_template("compare.html.j2").render(r=report, images=images))
+    return md_path, html_path

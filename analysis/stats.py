@@ -44,7 +44,13 @@ def _median_last(x: np.ndarray) -> np.ndarray:
 
 def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0,
                        chunk: int = 256) -> dict[tuple, np.ndarray]:
-    """Bootstrap replicates (length `reps`) of the speedup of each cell, keyed by cell key.
+    """Bootstrap replicates (length `reps`) of the speedup of each cell, keyed by cell key."""
+    return {k: e / c for k, (e, c) in bootstrap_medians(cells, reps, seed, chunk).items()}
+
+
+def bootstrap_medians(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0,
+                      chunk: int = 256) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """Paired bootstrap replicates of (eager median, compiled median) per cell, keyed by cell key.
 
     Vectorised over cells that share a block layout; memory is bounded by `chunk`.
     """
@@ -72,9 +78,9 @@ def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed:
         cell_ix = np.arange(len(part))[:, None, None]
         e_med = _median_last(E[cell_ix, idx].reshape(len(part), reps, nb * spb))
         k_med = _median_last(K[cell_ix, idx].reshape(len(part), reps, nb * spb))
-        return [(m[0], row.astype(np.float64)) for m, row in zip(part, e_med / k_med)]
+        return [(m[0], (e.astype(np.float64), k.astype(np.float64))) for m, e, k in zip(part, e_med, k_med)]
 
-    out: dict[tuple, np.ndarray] = {}
+    out: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # numpy releases the GIL
         for pairs in pool.map(run, jobs):
             out.update(pairs)
@@ -112,3 +118,23 @@ def verdict(lo: float, hi: float) -> str:
 def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:
     """True when any side's IQR/median exceeds the threshold."""
     return any(v is not None and v == v and v > threshold for v in iqr_rel)
+
+
+def bootstrap_p(log_ratio_reps: np.ndarray) -> float:
+    """Two-sided bootstrap p-value for "no change" (log ratio 0), at least 1/reps."""
+    n = len(log_ratio_reps)
+    tail = min(np.mean(log_ratio_reps <= 0), np.mean(log_ratio_reps >= 0))
+    return float(min(1.0, max(2 * tail, 1 / n)))
+
+
+def benjamini_hochberg(pvalues: list[float]) -> list[float]:
+    """BH-adjusted p-values (q-values), in the input order: controls the false discovery rate."""
+    p = np.asarray(pvalues, float)
+    if not len(p):
+        return []
+    order = np.argsort(p)
+    ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
+    q = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty_like(q)
+    out[order] = np.minimum(q, 1.0)
+    return out.tolist()

@@ -13,7 +13,7 @@ from conftest import ROOT
 @pytest.mark.slow
 def test_collect_then_report_on_cpu(tmp_path):
     runs, reports = tmp_path / "runs", tmp_path / "reports"
-    cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--blocks", "4",
+    cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--modes", "default", "--blocks", "4",
            "--out", str(runs), "--run-id", "e2e"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -34,7 +34,7 @@ class FakeLauncher:
 
 
 def _matrix(**over):
-    return mx.build_matrix("smoke", {"models": ["mlp"], **over})
+    return mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], **over})
 
 
 def test_collect_writes_one_complete_row_per_cell_and_resumes(tmp_path, capsys):

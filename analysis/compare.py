@@ -1,0 +1,259 @@
+"""Comparison of two runs (baseline A, candidate B), cell by cell, with bootstrap intervals.
+
+Per paired cell: the change in speedup (speedup_B / speedup_A), in compiled step time
+(compiled_B / compiled_A) and in eager step time, each a ratio of medians with a 95% bootstrap
+interval (blocks resampled within each run, runs independent) and a two-sided bootstrap
+p-value. Significance: Benjamini-Hochberg over all paired cells of a family at q < 0.05, the
+interval excluding 1, and the change larger than the noise floor measured from repeated eager
+baselines (A/A) in the two runs. Summary ratios are geometric means with bootstrap intervals.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis import stats
+from analysis.context import ENV_FIELDS, cell_label, fmt_bytes, fmt_s, fmt_x
+from analysis.load import DataError, Loaded, Run, sql
+
+ALPHA = 0.05
+MUST_MATCH = [("device", "device"), ("GPU or CPU", "device_name")]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One ratio B/A with its interval, formatted, and the call made on it."""
+
+    ratio: str
+    ci: str
+    q: str
+    call: str  # "improved", "regressed", "no significant change", "below noise floor", "-"
+
+
+@dataclass(frozen=True)
+class PairRow:
+    label: str
+    status: str
+    speedup_a: str
+    speedup_b: str
+    speedup_change: Change
+    compiled_change: Change
+    eager_change: Change
+    memory: str
+    cold: str
+    warm: str
+    css: str
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    phase: str
+    mode: str
+    scope: str
+    cells: int
+    geomean_a: str
+    geomean_b: str
+    speedup_change: str
+    speedup_ci: str
+    compiled_change: str
+    compiled_ci: str
+    improved: int
+    regressed: int
+
+
+@dataclass
+class CompareReport:
+    title: str
+    baseline: str
+    candidate: str
+    generated_at: str
+    mismatch: list[str]
+    headline: list[str]
+    summary: list[SummaryRow]
+    transitions: list[tuple[str, str, str, str]]  # label, from, to, css
+    regressions: list[PairRow]
+    improvements: list[PairRow]
+    pairs: list[PairRow]
+    unpaired: list[tuple[str, str, str]]
+    noise_floor: str
+    noise_lines: list[str]
+    environment: list[tuple[str, str, str, bool]]  # field, A, B, differs
+    trend_runs: list[str]
+    trend: list[tuple[str, list[str]]]
+    skipped_files: list[tuple[str, str]]
+    charts: dict = field(default_factory=dict)
+    chart_rows: dict = field(default_factory=dict)
+
+
+def _pct(r: float) -> str:
+    return f"{(r - 1) * 100:+.1f}%"
+
+
+def _samples(loaded: Loaded, run_id: str) -> dict:
+    df = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).df()
+    cells = [stats.CellSamples(r.cell_id, np.asarray(r.eager_step_ms),
+                               np.asarray(r.compiled_step_ms if r.compiled_step_ms is not None else r.eager_step_ms),
+                               int(r.blocks or 1), int(r.steps_per_block or 1)) for r in df.itertuples()]
+    has_compiled = {r.cell_id: r.compiled_step_ms is not None and len(r.compiled_step_ms) > 0 for r in df.itertuples()}
+    return {"reps": cells, "has_compiled": has_compiled}
+
+
+def check_comparable(a: Run, b: Run) -> list[str]:
+    """Differences that make a comparison unfair: device, matrix preset, protocol."""
+    out = [f"{label}: {a.env.get(key)!r} vs {b.env.get(key)!r}" for label, key in MUST_MATCH
+           if a.env.get(key) != b.env.get(key)]
+    if a.manifest.get("preset") != b.manifest.get("preset"):
+        out.append(f"matrix preset: {a.manifest.get('preset')!r} vs {b.manifest.get('preset')!r}")
+    pa, pb = a.manifest.get("protocol", {}), b.manifest.get("protocol", {})
+    for k in sorted(set(pa) | set(pb)):
+        if k != "timeout_s" and pa.get(k) != pb.get(k):
+            out.append(f"protocol {k}: {pa.get(k)!r} vs {pb.get(k)!r}")
+    return out
+
+
+def _noise(loaded: Loaded, a: str, b: str) -> tuple[float, list[str]]:
+    rows = loaded.con.execute(sql("noise_floor"), {"baseline": a, "candidate": b}).fetchall()
+    lines, floors = [], []
+    for run_id, n, q in rows:
+        floors.append(q)
+        lines.append(f"{run_id}: {n} repeated eager measurements; 95% of them within "
+                     f"{(np.exp(q) - 1) * 100:.1f}% of their group's median")
+    if not rows:
+        lines.append("no repeated eager baselines in either run (each model measured in one cell): "
+                     "no noise floor applied")
+    return (float(np.exp(max(floors))) if floors else 1.0), lines
+
+
+def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
+                         reps: int = stats.DEFAULT_REPS, now: str | None = None) -> CompareReport:
+    """Context of the comparison report of candidate b against baseline a."""
+    mismatch = check_comparable(a, b)
+    if mismatch and not allow_mismatch:
+        raise DataError(f"runs {a.run_id} and {b.run_id} differ ({'; '.join(mismatch)}); "
+                        "pass --allow-mismatch (make report ... ALLOW_MISMATCH=1) to compare them anyway")
+    con = loaded.con
+    pairs = con.execute(sql("compare_pairs"), {"baseline": a.run_id, "candidate": b.run_id}).df()
+    pairs = pairs.replace({np.nan: None}).to_dict("records")
+    by_id = {p["cell_id"]: p for p in pairs}
+    sa, sb = _samples(loaded, a.run_id), _samples(loaded, b.run_id)
+    ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
+    mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
+    floor, noise_lines = _noise(loaded, a.run_id, b.run_id)
+
+    # per-cell log-ratio replicates for the three families
+    fam: dict[str, dict[str, np.ndarray]] = {"speedup": {}, "compiled": {}, "eager": {}}
+    for p in pairs:
+        cid = p["cell_id"]
+        if cid not in ma or cid not in mb or p["status_a"] != "ok" or p["status_b"] != "ok":
+            continue
+        (ea, ka), (eb, kb) = ma[cid], mb[cid]
+        fam["eager"][cid] = np.log(eb / ea)
+        if sa["has_compiled"].get(cid) and sb["has_compiled"].get(cid):
+            fam["compiled"][cid] = np.log(kb / ka)
+            fam["speedup"][cid] = np.log((eb / kb) / (ea / ka))
+    calls: dict[str, dict[str, Change]] = {}
+    for name, reps_by in fam.items():
+        ids = list(reps_by)
+        qs = stats.benjamini_hochberg([stats.bootstrap_p(reps_by[i]) for i in ids])
+        calls[name] = {}
+        for cid, q in zip(ids, qs):
+            r = reps_by[cid]
+            lo, hi = np.exp(np.quantile(r, [0.025, 0.975]))
+            pr = by_id[cid]
+            point = {"speedup": pr["speedup_b"] / pr["speedup_a"] if pr["speedup_a"] else None,
+                     "compiled": pr["compiled_b"] / pr["compiled_a"] if pr["compiled_a"] else None,
+                     "eager": pr["eager_b"] / pr["eager_a"]}[name]
+            significant = q < ALPHA and (lo > 1 or hi < 1)
+            if not significant:
+                call = "no significant change"
+            elif abs(np.log(point)) <= np.log(floor):
+                call = "below noise floor"
+            else:
+                better = point > 1 if name == "speedup" else point < 1
+                call = "improved" if better else "regressed"
+            calls[name][cid] = Change(_pct(point), f"{_pct(lo)} to {_pct(hi)}", f"{q:.3f}", call)
+
+    empty = Change("-", "-", "-", "-")
+    rows, transitions = [], []
+    for p in pairs:
+        cid, label = p["cell_id"], cell_label(p)
+        if p["status_a"] != p["status_b"]:
+            newly_failing = p["status_a"] == "ok"
+            transitions.append((label, p["status_a"], p["status_b"], "slower" if newly_failing else "faster"))
+        sc = calls["speedup"].get(cid, empty)
+        css = {"improved": "faster", "regressed": "slower"}.get(sc.call, "unclear")
+        rows.append(PairRow(
+            label, p["status_a"] if p["status_a"] == p["status_b"] else f"{p['status_a']} -> {p['status_b']}",
+            fmt_x(p["speedup_a"]), fmt_x(p["speedup_b"]), sc, calls["compiled"].get(cid, empty),
+            calls["eager"].get(cid, empty), f"{fmt_bytes(p['mem_a'])} / {fmt_bytes(p['mem_b'])}",
+            f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}", css))
+    transitions.sort(key=lambda t: (t[3] != "slower", t[0]))  # newly failing first
+
+    # summary per phase, mode, scope; headline sentences
+    summary, headline = [], []
+    groups: dict[tuple, list[dict]] = {}
+    for p in pairs:
+        if p["cell_id"] in fam["speedup"]:
+            groups.setdefault((p["phase"], p["mode"], p["compile_scope"]), []).append(p)
+    for (phase, mode, scope), members in sorted(groups.items()):
+        ids = [m["cell_id"] for m in members]
+        s_reps = np.exp(np.mean([fam["speedup"][i] for i in ids], axis=0))
+        c_reps = np.exp(np.mean([fam["compiled"][i] for i in ids], axis=0))
+        s_point = float(np.exp(np.mean([np.log(m["speedup_b"] / m["speedup_a"]) for m in members])))
+        c_point = float(np.exp(np.mean([np.log(m["compiled_b"] / m["compiled_a"]) for m in members])))
+        s_lo, s_hi = np.quantile(s_reps, [0.025, 0.975])
+        c_lo, c_hi = np.quantile(c_reps, [0.025, 0.975])
+        ga = float(np.exp(np.mean([np.log(m["speedup_a"]) for m in members])))
+        gb = float(np.exp(np.mean([np.log(m["speedup_b"]) for m in members])))
+        summary.append(SummaryRow(phase, mode, scope, len(members), fmt_x(ga), fmt_x(gb), _pct(s_point),
+                                  f"{_pct(s_lo)} to {_pct(s_hi)}", _pct(c_point), f"{_pct(c_lo)} to {_pct(c_hi)}",
+                                  sum(calls["speedup"][i].call == "improved" for i in ids),
+                                  sum(calls["speedup"][i].call == "regressed" for i in ids)))
+        what = "inference" if phase == "infer" else "training"
+        scope_txt = "" if scope == "model" else ", whole-step compile"
+        if c_lo > 1 or c_hi < 1:
+            faster = c_point < 1
+            pct = (1 / c_point - 1) * 100 if faster else (c_point - 1) * 100
+            lo_pct, hi_pct = sorted(((1 / c_hi - 1) * 100, (1 / c_lo - 1) * 100) if faster
+                                    else ((c_lo - 1) * 100, (c_hi - 1) * 100))
+            headline.append(f"Compiled {what} ({mode}{scope_txt}) is {pct:.1f}% {'faster' if faster else 'slower'} "
+                            f"in {b.run_id} than in {a.run_id} (95% CI {lo_pct:.1f}-{hi_pct:.1f}%, "
+                            f"geometric mean over {len(members)} cells).")
+        else:
+            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time did not change measurably between "
+                            f"{a.run_id} and {b.run_id} ({_pct(c_point)}, 95% CI {_pct(c_lo)} to {_pct(c_hi)}, "
+                            f"{len(members)} cells).")
+    n_reg = sum(r.speedup_change.call == "regressed" for r in rows)
+    n_imp = sum(r.speedup_change.call == "improved" for r in rows)
+    headline.append(f"{n_imp} cell(s) improved and {n_reg} regressed significantly in speedup "
+                    f"(Benjamini-Hochberg q < {ALPHA}, beyond the noise floor of {(floor - 1) * 100:.1f}%), "
+                    f"of {len(fam['speedup'])} paired cells.")
+
+    unpaired = [(r, c, s) for r, c, s in con.execute(sql("compare_unpaired"),
+                                                     {"baseline": a.run_id, "candidate": b.run_id}).fetchall()]
+    env = []
+    for label, key in ENV_FIELDS + [("TF32", "tf32")]:
+        va = a.manifest.get("protocol", {}).get(key) if key == "tf32" else a.env.get(key)
+        vb = b.manifest.get("protocol", {}).get(key) if key == "tf32" else b.env.get(key)
+        if va is not None or vb is not None:
+            env.append((label, str(va), str(vb), va != vb))
+    trend_ids = [r.run_id for r in trend_runs]
+    trend_rows: dict[tuple, dict[str, str]] = {}
+    for run_id, phase, mode, scope, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
+        trend_rows.setdefault((phase, mode, scope), {})[run_id] = f"{g:.2f}x ({n})"
+    trend = [(f"{k[0]} {k[1]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
+             for k, v in sorted(trend_rows.items())]
+    forest = sorted(((r.label, float(np.exp(np.median(fam["speedup"][p["cell_id"]]))),
+                      *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
+                     for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
+    return CompareReport(
+        title=f"torch.compile comparison: {b.run_id} against {a.run_id}", baseline=a.run_id, candidate=b.run_id,
+        generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        mismatch=mismatch, headline=headline, summary=summary, transitions=transitions,
+        regressions=[r for r in rows if r.speedup_change.call == "regressed"],
+        improvements=[r for r in rows if r.speedup_change.call == "improved"], pairs=rows,
+        unpaired=unpaired, noise_floor=f"{(floor - 1) * 100:.1f}%", noise_lines=noise_lines, environment=env,
+        trend_runs=trend_ids, trend=trend, skipped_files=list(loaded.skipped),
+        chart_rows={"forest": forest})

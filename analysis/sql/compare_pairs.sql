@@ -1,0 +1,14 @@
+-- Cells of two runs paired on their key (cell_id spells model, phase, dtype, batch size, mode and
+-- scope), with both sides' statistics. Eager-only cells are paired too (their eager change counts).
+SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_scope,
+       a.status AS status_a, b.status AS status_b,
+       a.speedup AS speedup_a, b.speedup AS speedup_b,
+       a.eager_median_ms AS eager_a, b.eager_median_ms AS eager_b,
+       a.compiled_median_ms AS compiled_a, b.compiled_median_ms AS compiled_b,
+       a.first_call_compiled_s AS cold_a, b.first_call_compiled_s AS cold_b,
+       a.warm_first_call_compiled_s AS warm_a, b.warm_first_call_compiled_s AS warm_b,
+       a.compiled_peak_allocated_bytes AS mem_a, b.compiled_peak_allocated_bytes AS mem_b,
+       a.error AS error_a, b.error AS error_b
+FROM stats a JOIN stats b ON a.cell_id = b.cell_id
+WHERE a.run_id = $baseline AND b.run_id = $candidate
+ORDER BY a.phase, a.model, a.dtype, a.batch_size, a.mode, a.compile_scope;
