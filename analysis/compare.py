@@ -92,11 +92,12 @@ def _pct(r: float) -> str:
 
 
 def _samples(loaded: Loaded, run_id: str) -> dict:
-    df = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).df()
-    cells = [stats.CellSamples(r.cell_id, np.asarray(r.eager_step_ms),
-                               np.asarray(r.compiled_step_ms if r.compiled_step_ms is not None else r.eager_step_ms),
-                               int(r.blocks or 1), int(r.steps_per_block or 1)) for r in df.itertuples()]
-    has_compiled = {r.cell_id: r.compiled_step_ms is not None and len(r.compiled_step_ms) > 0 for r in df.itertuples()}
+    rows = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
+    cells, has_compiled = [], {}
+    for _, cell_id, blocks, spb, eager, compiled in rows:
+        has_compiled[cell_id] = bool(compiled)
+        cells.append(stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled or eager),
+                                       int(blocks or 1), int(spb or 1)))
     return {"reps": cells, "has_compiled": has_compiled}
 
 
@@ -118,8 +119,8 @@ def _noise(loaded: Loaded, a: str, b: str) -> tuple[float, list[str]]:
     lines, floors = [], []
     for run_id, n, q in rows:
         floors.append(q)
-        lines.append(f"{run_id}: {n} repeated eager measurements; 95% of them within "
-                     f"{(np.exp(q) - 1) * 100:.1f}% of their group's median")
+        lines.append(f"{run_id}: {n} pair(s) of eager measurements of the same model in different processes; "
+                     f"95% of pairs within {(np.exp(q) - 1) * 100:.1f}% of each other")
     if not rows:
         lines.append("no repeated eager baselines in either run (each model measured in one cell): "
                      "no noise floor applied")
@@ -213,7 +214,12 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   sum(calls["speedup"][i].call == "regressed" for i in ids)))
         what = "inference" if phase == "infer" else "training"
         scope_txt = "" if scope == "model" else ", whole-step compile"
-        if c_lo > 1 or c_hi < 1:
+        beyond_floor = abs(np.log(c_point)) > np.log(floor)
+        if (c_lo > 1 or c_hi < 1) and not beyond_floor:
+            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
+                            f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
+                            f"within the {(floor - 1) * 100:.1f}% noise floor: not a measurable change.")
+        elif c_lo > 1 or c_hi < 1:
             faster = c_point < 1
             pct = (1 / c_point - 1) * 100 if faster else (c_point - 1) * 100
             lo_pct, hi_pct = sorted(((1 / c_hi - 1) * 100, (1 / c_lo - 1) * 100) if faster
@@ -225,6 +231,11 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time did not change measurably between "
                             f"{a.run_id} and {b.run_id} ({_pct(c_point)}, 95% CI {_pct(c_lo)} to {_pct(c_hi)}, "
                             f"{len(members)} cells).")
+        e_reps = np.exp(np.mean([fam["eager"][i] for i in ids], axis=0))
+        e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
+        e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
+        headline[-1] += (f" Eager step time in the same cells: {_pct(e_point)} (95% CI {_pct(e_lo)} to {_pct(e_hi)});"
+                         f" speedup {_pct(s_point)} (95% CI {_pct(s_lo)} to {_pct(s_hi)}).")
     n_reg = sum(r.speedup_change.call == "regressed" for r in rows)
     n_imp = sum(r.speedup_change.call == "improved" for r in rows)
     headline.append(f"{n_imp} cell(s) improved and {n_reg} regressed significantly in speedup "

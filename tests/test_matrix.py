@@ -9,7 +9,7 @@ def test_smoke_preset_expands_to_known_cells():
     ids = [c.cell_id for c in m.cells]
     assert len(ids) == 8 and len(set(ids)) == 8
     assert "mlp__infer__float32__bs8__default__model" in ids
-    assert "mlp__train__float32__bs8__eager__model" in ids  # eager-only cells: a second eager baseline
+    assert "mlp__train__float32__bs8__reduce-overhead__model" in ids  # a second eager baseline per model
     assert all(c.model in ("mlp", "gpt:layers=1,seq_len=64,vocab=4096") for c in m.cells)
 
 

@@ -1,0 +1,95 @@
+"""Version comparison on synthetic runs with known, planted changes."""
+import json
+
+import numpy as np
+import pytest
+
+from analysis.compare import build_compare_report
+from analysis.context import prepare
+from analysis.load import DataError, discover_runs, load
+from analysis.render import render_compare
+from collector.schema import write_row
+
+ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "1.0"}
+
+
+def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0):
+    """cells: {cell_id: (eager_ms, compiled_ms or None, status)}; 8 blocks x 10 samples, 2% noise."""
+    d = root / run_id / "cells"
+    d.mkdir(parents=True)
+    for cid, (e, c, status) in cells.items():
+        model, phase, dtype, bs, mode, scope = cid.split("__")
+        e = e * (1 + eager_jitter * rng.standard_normal())  # process-to-process eager drift
+        row = {"run_id": run_id, "cell_id": cid, "model": model, "phase": phase, "dtype": dtype,
+               "batch_size": int(bs[2:]), "mode": mode, "compile_scope": scope, "tf32": False, "device": "cuda",
+               "device_name": (env or ENV)["device_name"], "torch_version": "x", "hostname": "h", "status": status,
+               "blocks": 8, "steps_per_block": 10, "eager_step_ms": list(e * (1 + 0.02 * rng.standard_normal(80))),
+               "first_call_eager_s": 0.1, "first_call_compiled_s": 10.0}
+        if c is not None:
+            row["compiled_step_ms"] = list(c * (1 + 0.02 * rng.standard_normal(80)))
+        write_row(row, d / f"{cid}.parquet")
+    (root / run_id / "run.json").write_text(json.dumps({"run_id": run_id, "environment": env or ENV,
+                                                        "preset": "p", "protocol": {"blocks": 8}}))
+
+
+def cells(n=20, regress=(), factor=1.10, fail=()):
+    out = {}
+    for i in range(n):
+        for mode in ("eager", "default"):
+            cid = f"m{i:02d}__train__amp_bf16__bs8__{mode}__model"
+            compiled = None if mode == "eager" else 5.0 * (factor if i in regress else 1.0)
+            out[cid] = (10.0, compiled, "compile_error" if (i in fail and mode == "default") else "ok")
+    return out
+
+
+def compare(tmp_path, a_cells, b_cells, env_b=None, allow=False, jitter=0.0):
+    rng = np.random.default_rng(7)
+    write_run(tmp_path, "A", a_cells, rng, eager_jitter=jitter)
+    write_run(tmp_path, "B", b_cells, rng, env=env_b, eager_jitter=jitter)
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], allow_mismatch=allow,
+                                reps=1000, now="x")
+
+
+def test_planted_10_percent_regression_is_found_with_the_right_interval(tmp_path):
+    rep = compare(tmp_path, cells(), cells(regress={3, 7, 11}))
+    called = {p.label.split()[0] for p in rep.regressions}
+    assert called == {"m03", "m07", "m11"}  # and no noise-only cell
+    for p in rep.regressions:
+        lo, hi = (float(x.rstrip("%")) for x in p.compiled_change.ci.split(" to "))
+        assert lo < 10.0 < hi and lo > 5.0  # compiled step time +10%, interval around it
+        lo, hi = (float(x.rstrip("%")) for x in p.speedup_change.ci.split(" to "))
+        assert lo < -9.1 < hi  # speedup 1/1.1 - 1 = -9.1%
+    assert rep.improvements == []
+    assert any("slower" in h and "default" in h for h in rep.headline)
+
+
+def test_noise_alone_is_not_flagged(tmp_path):
+    rep = compare(tmp_path, cells(), cells())
+    assert rep.regressions == [] and rep.improvements == []
+    assert "0 cell(s) improved and 0 regressed" in rep.headline[-1]
+
+
+def test_change_below_the_noise_floor_is_not_called(tmp_path):
+    """Eager baselines that drift 5% between processes: a 3% change is real but below that floor."""
+    rep = compare(tmp_path, cells(), cells(regress={2}, factor=1.03), jitter=0.05)
+    assert rep.regressions == []
+    row = next(p for p in rep.pairs if p.label.startswith("m02") and "default" in p.label)
+    assert row.speedup_change.call in ("below noise floor", "no significant change")
+    assert float(rep.noise_floor.rstrip("%")) > 3.0
+
+
+def test_status_changes_unpaired_cells_and_mismatch(tmp_path):
+    b = cells(fail={4})
+    b.pop("m05__train__amp_bf16__bs8__default__model")
+    with pytest.raises(DataError, match="device_name|GPU or CPU"):
+        compare(tmp_path, cells(), b, env_b={**ENV, "device_name": "Other GPU"})
+    rep = compare(tmp_path / "2", cells(), b, env_b={**ENV, "device_name": "Other GPU"}, allow=True)
+    assert rep.mismatch and "Other GPU" in rep.mismatch[0]
+    assert rep.transitions[0][:3] == ("m04 train amp_bf16 bs8 default", "ok", "compile_error")
+    assert ("A", "m05__train__amp_bf16__bs8__default__model", "ok") in rep.unpaired
+    md, html = render_compare(rep, tmp_path / "out")
+    text = md.read_text()
+    assert "**newly failing**" in text and "compared only because it was asked for explicitly" in text
