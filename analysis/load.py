@@ -68,6 +68,16 @@ def discover_runs(root: Path) -> list[Run]:
     return runs
 
 
+def check_unique(runs: list[Run]) -> None:
+    """Two folders with one run id would mix their cells: refuse, naming both."""
+    seen: dict[str, Path] = {}
+    for r in runs:
+        if r.run_id in seen:
+            raise DataError(f"run id {r.run_id!r} is in two folders, {seen[r.run_id]} and {r.path}; "
+                            "move or rename one (run ids must be unique across --data folders)")
+        seen[r.run_id] = r.path
+
+
 def _file_columns(con, files: list[str]) -> tuple[dict[str, set], list[tuple[str, str]]]:
     """Column names per file from the Parquet footers; corrupt files found one by one."""
     try:
@@ -126,6 +136,7 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
     A run's compact.parquet (written by the collector at the end of each session) stands in
     for the cell files it holds unchanged; new or changed cell files are read one by one.
     """
+    check_unique(runs)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     loose: list[str] = []

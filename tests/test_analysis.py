@@ -144,3 +144,11 @@ def test_shipped_example_reads_without_skips():
     assert loaded.skipped == []
     n, k = loaded.con.execute("SELECT count(*), min(steps_per_sample) FROM stats").fetchone()
     assert n >= 8 and k == 1
+
+
+def test_same_run_id_in_two_folders_is_refused(fixture_copy):
+    import shutil
+
+    shutil.copytree(fixture_copy / "fixture-small", fixture_copy / "again" / "fixture-small")
+    with pytest.raises(DataError, match="run id 'fixture-small' is in two folders"):
+        load(discover_runs(fixture_copy))

@@ -93,3 +93,18 @@ def test_status_changes_unpaired_cells_and_mismatch(tmp_path):
     md, html = render_compare(rep, tmp_path / "out")
     text = md.read_text()
     assert "**newly failing**" in text and "compared only because it was asked for explicitly" in text
+
+
+def test_committed_aa_comparison_calls_no_cell(tmp_path):
+    """The real A/A in data/examples (torch 2.13.0 collected twice on the CPU): nothing is called."""
+    from conftest import ROOT
+
+    runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    a, b = runs["smoke-cpu-torch2.13.0-a"], runs["smoke-cpu-torch2.13.0-b"]
+    loaded = load([a, b])
+    prepare(loaded)
+    rep = build_compare_report(loaded, a, b, [a, b], reps=500, now="x")
+    assert len(rep.pairs) == 8 and rep.unpaired == [] and rep.mismatch == []
+    assert rep.regressions == [] and rep.improvements == []
+    assert all(p.speedup_change.call != "regressed" for p in rep.pairs)
+    assert not any(" is " in h and "faster in" in h or "slower in" in h for h in rep.headline)

@@ -77,4 +77,5 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     assert "unknown model 'nope'" in capsys.readouterr().err
     assert not out.exists()
     assert collector_main(["--preset", "smoke", "--run-id", "../escape", "--out", str(out)]) == 2
+    assert collector_main(["--preset", "smoke", "--run-id", "bad\x1bname", "--out", str(out)]) == 2
     assert not out.exists()
