@@ -166,7 +166,7 @@ def cell_label(r) -> str:
     return f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']}{scope}"
 
 
-def compute_verdicts(loaded: Loaded, run_id: str, reps: int, noise: float) -> dict:
+def compute_verdicts(loaded: Loaded, run_id: str, reps: int) -> dict:
     """Bootstrap every compiled cell of the run; store table `verdicts`; return replicates by cell."""
     con = loaded.con
     df = con.execute(sql("samples"), {"run_id": run_id}).df()
@@ -201,7 +201,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                      noise: float = stats.NOISE_THRESHOLD, now: str | None = None) -> RunReport:
     """The full context for one run's report."""
     con, run_id = loaded.con, run.run_id
-    reps_by_cell = compute_verdicts(loaded, run_id, reps, noise)
+    reps_by_cell = compute_verdicts(loaded, run_id, reps)
     env = run.env
 
     speed = _records(con, "speedup_table", run_id)

@@ -245,7 +245,6 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     if compiled_step is not None:
         stage.name = "compile"
         module.load_state_dict(snapshot)  # compiled first call starts from the eager reference's weights
-        before = _dynamo_counts(torch)
         out, result["first_call_compiled_s"] = timed_first_call(compiled_step)
         log(f"compiled first call {result['first_call_compiled_s']:.2f} s")
         got_out, got_grads = _capture(torch, out, module, cell["phase"])
@@ -268,7 +267,6 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         counters = torch._dynamo.utils.counters
         result["graph_count"] = int(counters["stats"].get("unique_graphs", 0))
         result["graph_break_count"] = int(sum(counters["graph_break"].values()))
-        del before
         stage.name = "compiled"
         for _ in range(proto["warmup_steps"]):
             compiled_step()
