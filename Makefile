@@ -46,6 +46,7 @@ help: ## list the targets
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
+	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)

@@ -1,0 +1,51 @@
+"""The clocks' arithmetic. CudaClock runs here against a stand-in for torch.cuda whose events read
+the host clock (the real one runs on the GPU box); this checks the sample boundaries and the
+per-step division, which the CPU path cannot."""
+import time
+import types
+
+import pytest
+
+from collector.timing import CpuClock, CudaClock
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3
+
+
+def fake_torch():
+    cuda = types.SimpleNamespace(Event=FakeEvent, synchronize=lambda: None)
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def sleeper(ms):
+    def step():
+        end = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < end:
+            pass
+    return step
+
+
+@pytest.mark.parametrize("clock", [CpuClock(), CudaClock(fake_torch())], ids=["cpu", "cuda"])
+@pytest.mark.parametrize("k", [1, 4])
+def test_samples_are_mean_step_times_over_k_steps(clock, k):
+    calls = []
+
+    def step():
+        calls.append(1)
+        sleeper(2.0)()
+
+    blk = clock.block(step, 5, k)
+    assert len(calls) == 5 * k
+    assert len(blk.step_ms) == 5
+    assert all(1.9 < t < 3.5 for t in blk.step_ms)  # per step, not per sample of k steps
+    assert 1.9 < blk.wall_ms_per_step < 3.5
+    if isinstance(clock, CudaClock):
+        assert len(blk.enqueue_ms) == 5 and all(1.9 < t < 3.5 for t in blk.enqueue_ms)
