@@ -90,6 +90,15 @@ class CompileRow:
 
 
 @dataclass(frozen=True)
+class EagerSpreadRow:
+    label: str
+    cells: int
+    range_ms: str
+    spread: str
+    flag: str
+
+
+@dataclass(frozen=True)
 class FailureRow:
     label: str
     status: str
@@ -113,6 +122,7 @@ class RunReport:
     memory: list[MemoryRow]
     compile_rows: list[CompileRow]
     failures: list[FailureRow]
+    eager_spread: list[EagerSpreadRow]
     environment: list[tuple[str, str]]
     protocol: list[tuple[str, str]]
     notes: list[str]
@@ -269,6 +279,11 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
             fmt_steps(r["breakeven_cold_steps"], ok, r["verdict"]),
             fmt_steps(r["breakeven_warm_steps"], ok and r["warm_first_call_compiled_s"] is not None, r["verdict"])))
 
+    eager_spread = [EagerSpreadRow(f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']}", int(r["cells"]),
+                                   f"{fmt_ms(r['min_ms'])} - {fmt_ms(r['max_ms'])}", fmt_pct(r["spread"]),
+                                   "above the noise threshold: compare these cells with care"
+                                   if r["spread"] > noise else "")
+                    for r in _records(con, "eager_consistency", run_id)]
     failures = [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip())
                 for r in _records(con, "failures", run_id)]
     counts = con.execute(sql("status_counts"), {"run_id": run_id}).fetchall()
@@ -302,5 +317,6 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         description=run.manifest.get("description", ""), device_line=device_line, status_line=status_line,
         noise_threshold=fmt_pct(noise), skipped_files=list(loaded.skipped),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
+        eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, chart_rows=chart_rows)
