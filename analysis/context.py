@@ -179,9 +179,9 @@ def cell_label(r) -> str:
 def compute_verdicts(loaded: Loaded, run_id: str, reps: int) -> dict:
     """Bootstrap every compiled cell of the run; store table `verdicts`; return replicates by cell."""
     con = loaded.con
-    df = con.execute(sql("samples"), {"run_id": run_id}).df()
-    cells = [stats.CellSamples(r.cell_id, np.asarray(r.eager_step_ms), np.asarray(r.compiled_step_ms),
-                               int(r.blocks or 1), int(r.steps_per_block or 1)) for r in df.itertuples()]
+    rows = con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
+    cells = [stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled), int(blocks or 1), int(spb or 1))
+             for _, cell_id, blocks, spb, eager, compiled in rows if compiled]  # eager-only cells: no speedup
     reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
     rows = []
     if reps_by_cell:

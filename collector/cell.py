@@ -77,6 +77,12 @@ def rel_l2(actual: list, expected: list) -> float:
     return (num ** 0.5) / max(den ** 0.5, 1e-30)
 
 
+def _within(got: float, eager: float | None, tol: float) -> bool:
+    """Compiled error `got` passes if it is a number <= max(tol, ERROR_MULTIPLIER x eager's error)."""
+    allowed = tol if eager is None or eager != eager else max(tol, ERROR_MULTIPLIER * eager)
+    return got == got and got <= allowed  # got == got: not nan
+
+
 def _dynamo_counts(torch) -> tuple:
     c = torch._dynamo.utils.counters
     return tuple(sum(c[k].values()) for k in ("stats", "frames", "aot_autograd", "inductor"))
@@ -285,9 +291,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         if cell["phase"] == "train":
             result["grad_rel_err"] = rel_l2(got_grads, ref_grads_cmp)
             checks.append((result["grad_rel_err"], result.get("eager_grad_rel_err")))
-        result["accuracy_ok"] = all(
-            got == got and got <= max(tol, ERROR_MULTIPLIER * (base if base == base and base is not None else 0))
-            for got, base in checks)  # got == got: not nan
+        result["accuracy_ok"] = all(_within(got, eager, tol) for got, eager in checks)
         log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
 
     stage.name = "timing"

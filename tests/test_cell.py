@@ -111,3 +111,11 @@ def test_short_steps_are_timed_several_per_sample():
     assert k > 1  # a tiny MLP step is far below 20 ms
     assert len(result["eager_step_ms"]) == 2 * result["steps_per_block"]
     assert all(t < 20 for t in result["eager_step_ms"])  # each sample is a mean per step, not a sum
+
+
+def test_within_tolerance_rule():
+    assert cell._within(0.02, None, 0.05)  # no eager figure: the dtype's floor
+    assert not cell._within(0.2, None, 0.05)
+    assert cell._within(0.9, 0.35, 0.05)  # up to 3x eager's own error
+    assert not cell._within(1.1, 0.35, 0.05)
+    assert not cell._within(float("nan"), 0.1, 0.05)
