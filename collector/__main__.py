@@ -14,7 +14,8 @@ from pathlib import Path
 
 from collector import matrix as mx
 from collector import models
-from collector.runner import PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect, default_run_id
+from collector.runner import (PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect, default_run_id,
+                              plan_workers)
 
 
 def _csv(kind):
@@ -51,6 +52,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
     p.add_argument("--out", default=str(PROJECT_ROOT / "data" / "runs"), help="parent of run directories")
+    p.add_argument("--gpus", default="",
+                   help="measure cells concurrently, one per GPU: comma-separated indices or 'all' "
+                        "(default: one cell at a time on the default device, the cleanest timing)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
     return p.parse_args(argv)
@@ -62,6 +66,26 @@ def probe_env(python: str, device: str) -> dict:
     if proc.returncode != 0:
         raise RunError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
     return json.loads(proc.stdout)
+
+
+def parse_gpus(text: str, env: dict) -> list[int] | None:
+    """--gpus: '' (none), 'all', or comma-separated indices checked against the GPUs the probe saw."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    count = int(env.get("gpu_count") or 0)
+    if env.get("device") != "cuda" or count == 0:
+        raise ValueError(f"--gpus {text!r} needs a CUDA device; this run is on {env.get('device')}")
+    if text == "all":
+        return list(range(count))
+    try:
+        gpus = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--gpus: expected 'all' or comma-separated GPU indices, got {text!r}") from None
+    bad = [g for g in gpus if not 0 <= g < count]
+    if bad:
+        raise ValueError(f"--gpus: no GPU {', '.join(map(str, bad))}; valid: 0..{count - 1} or 'all'")
+    return gpus
 
 
 def _interrupt(signum, frame):
@@ -88,10 +112,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(cell.cell_id)
             print(f"{len(matrix.cells)} cells")
             return 0
+        workers = plan_workers(parse_gpus(args.gpus, env))
         run_id = args.run_id or default_run_id(matrix.preset, env)
         launcher = SubprocessLauncher(args.python)
         signal.signal(signal.SIGTERM, _interrupt)
-        run_dir = collect(matrix, env, Path(args.out), run_id, launcher)
+        run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers)
         print(f"done: {run_dir}  (make report renders it)")
         return 0
     except (mx.MatrixError, ValueError) as exc:

@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from collector import models
+from collector import diagnostics, models
 
 T0 = time.perf_counter()
 
@@ -34,7 +34,7 @@ TOLERANCE = {"float32": 1e-3, "float32+tf32": 1e-2, "bfloat16": 5e-2, "amp_bf16"
              "float16": 1e-2, "amp_fp16": 1e-2}
 ERROR_MULTIPLIER = 3.0
 MAX_STEPS_PER_BLOCK = 500
-MIN_ENERGY_WINDOW_S = 0.5  # shorter timing windows give no energy figure (the counter is coarse)
+MIN_ENERGY_WINDOW_S = 1.0  # shorter timing windows give no energy figure (the counter is coarse)
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
@@ -246,11 +246,13 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     ref_out_eager, ref_grads = _capture(torch, out, module, cell["phase"])
     for _ in range(proto["warmup_steps"]):
         eager_step()
+    result["flops_per_step"] = diagnostics.count_flops(torch, eager_step)  # one more eager step, counted
     log(f"eager first call {result['first_call_eager_s']:.2f} s, warmed up")
 
     if compiled_step is not None:
         stage.name = "compile"
         module.load_state_dict(snapshot)  # compiled first call starts from the eager reference's weights
+        before = diagnostics.snapshot(torch)
         out, result["first_call_compiled_s"] = timed_first_call(compiled_step)
         log(f"compiled first call {result['first_call_compiled_s']:.2f} s")
         got_out, got_grads = _capture(torch, out, module, cell["phase"])
@@ -270,9 +272,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         result["compile_dynamo_s"] = times.get("entire_frame_compile")
         result["compile_inductor_s"] = times.get("inductor_compile")
         result["compile_backward_s"] = times.get("entire_backward_compile")
-        counters = torch._dynamo.utils.counters
-        result["graph_count"] = int(counters["stats"].get("unique_graphs", 0))
-        result["graph_break_count"] = int(sum(counters["graph_break"].values()))
+        result.update(diagnostics.to_row(diagnostics.since(torch, before)))
         stage.name = "compiled"
         for _ in range(proto["warmup_steps"]):
             compiled_step()

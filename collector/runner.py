@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
@@ -42,6 +43,45 @@ class Launcher(TypingProtocol):
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
 
 
+@dataclass(frozen=True)
+class Worker:
+    """Where one stream of cells runs: a physical GPU (None: the default device) and CPU cores."""
+    gpu: int | None = None
+    cpus: tuple[int, ...] | None = None
+
+
+def plan_workers(gpus: list[int] | None) -> list[Worker]:
+    """One worker per listed GPU, the CPU cores this process may use split evenly between them.
+
+    No list: one worker on the default device with every core (the honest default: a cell
+    alone on the host). Several: cells run concurrently, one per GPU (recorded per row).
+    """
+    if not gpus:
+        return [Worker()]
+    if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+        raise ValueError(f"GPU indices must be distinct and >= 0, got {gpus}")
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux: no pinning
+        return [Worker(gpu=g) for g in gpus]
+    per = len(cores) // len(gpus)
+    if per < 1:
+        raise ValueError(f"{len(gpus)} GPU workers need at least as many CPU cores; this process has {len(cores)}")
+    return [Worker(gpu=g, cpus=tuple(cores[i * per:(i + 1) * per])) for i, g in enumerate(gpus)]
+
+
+def dir_bytes(path: Path) -> int | None:
+    """Total size of the files under `path` (None if it does not exist)."""
+    if not path.exists():
+        return None
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
 def _die_with_parent() -> None:
     """In the cell process (Linux): be killed if the collector dies, even by kill -9."""
     try:
@@ -62,9 +102,17 @@ def _tail(path: Path, n: int = 1500) -> str:
 class SubprocessLauncher:
     """Runs `python -m collector.cell` in a new process group with its own compile caches."""
 
-    def __init__(self, python: str = sys.executable):
-        self.python = python
+    def __init__(self, python: str = sys.executable, worker: Worker = Worker()):
+        self.python, self.worker = python, worker
         self.current: subprocess.Popen | None = None
+
+    def for_worker(self, worker: Worker) -> "SubprocessLauncher":
+        return SubprocessLauncher(self.python, worker)
+
+    def _preexec(self) -> None:
+        _die_with_parent()
+        if self.worker.cpus:
+            os.sched_setaffinity(0, self.worker.cpus)
 
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
         with tempfile.TemporaryDirectory(prefix="tcb-cell-") as tmp:
@@ -74,6 +122,8 @@ class SubprocessLauncher:
                        TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
                        TRITON_CACHE_DIR=str(cache_dir / "triton"))
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+            if self.worker.gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
             with open(log_path, "ab") as log:
                 log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} "
                           f"{'warm' if spec.get('warm_only') else 'cold'} ===\n".encode())
@@ -81,7 +131,7 @@ class SubprocessLauncher:
                 proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         cwd=PROJECT_ROOT, env=env, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+                                        preexec_fn=self._preexec)
                 self.current = proc
                 try:
                     proc.wait(timeout=timeout_s)
@@ -188,7 +238,8 @@ def cell_spec(cell: Cell, matrix: Matrix, device: str, warm_only: bool = False) 
 
 
 def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
-                 launcher: Launcher, clock: Callable[[], float] = time.monotonic) -> dict:
+                 launcher: Launcher, clock: Callable[[], float] = time.monotonic,
+                 worker: Worker = Worker(), concurrent: int = 1) -> dict:
     """Run one cell (cold, then warm-cache compile if asked) and return its complete row."""
     started, t0 = _now(), clock()
     cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
@@ -196,6 +247,9 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     try:
         timeout = matrix.protocol.timeout_s
         result = launcher.run(cell_spec(cell, matrix, env["device"]), cache_dir, log_path, timeout)
+        if cell.mode != "eager":
+            result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
+            result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
         if (matrix.protocol.warm_compile and cell.mode != "eager"
                 and result.get("status") in ("ok", "accuracy_fail")):
             warm = launcher.run(cell_spec(cell, matrix, env["device"], warm_only=True), cache_dir, log_path, timeout)
@@ -210,6 +264,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
         "tf32": matrix.protocol.tf32, "device": env["device"], "device_name": env["device_name"],
         "torch_version": env["torch_version"], "hostname": env["hostname"],
         "started_at": started, "cell_wall_s": clock() - t0,
+        "gpu_index": worker.gpu, "concurrent_cells": concurrent,
         "blocks": matrix.protocol.blocks,
         "steps_per_block": result.get("steps_per_block", matrix.protocol.steps_per_block),
         "status": result.get("status", "crashed"),
@@ -217,13 +272,15 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 
 
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
-            out=None, clock: Callable[[], float] = time.monotonic) -> Path:
+            out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None) -> Path:
     """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
 
-    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cell
-    in flight; every finished cell is already on disk.
+    `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own launcher
+    from `launcher.for_worker`. KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the
+    CLI) stops the cells in flight; every finished cell is already on disk.
     """
     out = out or sys.stdout
+    workers = workers or [Worker()]
     run_dir = Path(out_dir) / check_run_id(run_id)
     cells_dir = run_dir / "cells"
     try:
@@ -236,31 +293,77 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     with run_lock(run_dir):
         manifest = prepare_run(run_dir, run_id, matrix, env)
+        manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
         done = {p.stem for p in cells_dir.glob("*.parquet")}
         todo = [c for c in matrix.cells if c.cell_id not in done]
         already = len(matrix.cells) - len(todo)
+        where = (f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})"
+                 if len(workers) > 1 else "")
         print(f"run {run_id}: {len(matrix.cells)} cells in matrix '{matrix.preset}', {already} already done, "
-              f"{len(todo)} to measure on {env['device']} ({env['device_name']}), torch {env['torch_version']}",
-              file=out, flush=True)
+              f"{len(todo)} to measure on {env['device']} ({env['device_name']}){where}, "
+              f"torch {env['torch_version']}", file=out, flush=True)
         progress = Progress(len(todo), out=out, clock=clock)
-        try:
-            for k, cell in enumerate(todo, 1):
-                progress.start(k, cell.label())
+        lock = threading.Lock()
+        queue = list(enumerate(todo, 1))
+        stop = threading.Event()
+        failure: list[BaseException] = []
+        launchers = [launcher] if workers == [Worker()] else [launcher.for_worker(w) for w in workers]
+
+        def work(worker: Worker, own: Launcher) -> None:
+            while not stop.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    k, cell = queue.pop(0)
+                    progress.start(k, cell.label() + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
                 t0 = clock()
-                row = measure_cell(cell, matrix, env, run_id, run_dir, launcher, clock)
+                row = measure_cell(cell, matrix, env, run_id, run_dir, own, clock, worker, len(workers))
+                if stop.is_set():  # interrupted while it ran: its result is not trusted
+                    return
                 try:
                     schema.write_row(row, cells_dir / f"{cell.cell_id}.parquet")
                 except OSError as exc:
                     raise RunError(f"cannot write {cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "
                                    "fix the cause and run the same command to resume") from None
-                progress.done(row, clock() - t0)
+                with lock:
+                    progress.done(row, clock() - t0)
+
+        def guarded(worker: Worker, own: Launcher) -> None:
+            try:
+                work(worker, own)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                failure.append(exc)
+                stop.set()
+
+        try:
+            if len(workers) == 1:
+                work(workers[0], launchers[0])
+            else:
+                threads = [threading.Thread(target=guarded, args=(w, lnch), daemon=True)
+                           for w, lnch in zip(workers, launchers)]
+                for t in threads:
+                    t.start()
+                while any(t.is_alive() for t in threads):
+                    for t in threads:
+                        t.join(0.2)
+                if failure:
+                    raise failure[0]
         except KeyboardInterrupt:
-            kill = getattr(launcher, "kill", None)
-            if kill:
-                kill()
+            stop.set()
+            for lnch in launchers:
+                kill = getattr(lnch, "kill", None)
+                if kill:
+                    kill()
             print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in {cells_dir}; "
                   "run the same command again to resume", file=out, flush=True)
+            raise
+        except BaseException:
+            stop.set()
+            for lnch in launchers:
+                kill = getattr(lnch, "kill", None)
+                if kill:
+                    kill()
             raise
         finally:
             try:

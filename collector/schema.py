@@ -11,9 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2
-# v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1)
-ADDED_IN = {"steps_per_sample": 2}
+SCHEMA_VERSION = 3
+# v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
+# v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
+V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
+      "cudagraph_skip_reasons_json", "compile_split_json", "flops_per_step", "cache_inductor_bytes",
+      "cache_triton_bytes", "gpu_index", "concurrent_cells")
+ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}}
 STATUSES = ("ok", "compile_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail", "skipped")
 
 _f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
@@ -26,6 +30,9 @@ FIELDS = [
     ("compile_scope", _str), ("tf32", _bool), ("device", _str),
     # environment (the rest is in run.json, joined on run_id)
     ("device_name", _str), ("torch_version", _str), ("hostname", _str),
+    # where it ran: physical GPU index (null: the process's default device) and how many cells
+    # the collector measured at the same time on this host (1: alone; >1: one per GPU, cores split)
+    ("gpu_index", _i64), ("concurrent_cells", _i64),
     # outcome
     ("status", _str), ("error", _str), ("started_at", _str), ("cell_wall_s", _f64),
     # protocol
@@ -41,7 +48,15 @@ FIELDS = [
     ("first_call_eager_s", _f64), ("first_call_compiled_s", _f64), ("warm_first_call_compiled_s", _f64),
     ("compile_dynamo_s", _f64), ("compile_inductor_s", _f64), ("compile_backward_s", _f64),
     ("warm_compile_dynamo_s", _f64), ("compile_times_json", _str),
-    ("graph_count", _i64), ("graph_break_count", _i64),
+    # diagnostics (collector.diagnostics): null = this torch could not tell, never a guessed zero;
+    # *_json are {reason: count}; compile_split_json is {stage: seconds}, cumulative and nested
+    ("graph_count", _i64), ("graph_break_count", _i64), ("graph_break_reasons_json", _str),
+    ("recompile_count", _i64), ("recompile_reasons_json", _str),
+    ("cudagraph_skip_count", _i64), ("cudagraph_skip_reasons_json", _str), ("compile_split_json", _str),
+    # bytes the cold compile wrote to its fresh inductor and Triton cache directories
+    ("cache_inductor_bytes", _i64), ("cache_triton_bytes", _i64),
+    # work: FLOPs of one eager step (torch.utils.flop_counter; train: forward + backward)
+    ("flops_per_step", _f64),
     # memory (bytes; CUDA only)
     ("eager_peak_allocated_bytes", _i64), ("eager_peak_reserved_bytes", _i64),
     ("compiled_peak_allocated_bytes", _i64), ("compiled_peak_reserved_bytes", _i64),

@@ -169,3 +169,60 @@ def test_compact_file_stands_in_only_for_unchanged_cells(tmp_path):
     loaded = load(discover_runs(tmp_path))
     got = loaded.con.execute("SELECT cell_id, eager_step_ms FROM cells").fetchall()
     assert got == [(row["cell_id"], [7.0] * 4)]
+
+
+def test_plan_workers_splits_cores_and_refuses_bad_lists():
+    from collector.runner import Worker, plan_workers
+
+    assert plan_workers(None) == [Worker()]
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:
+        a, b = plan_workers([0, 1])
+        assert (a.gpu, b.gpu) == (0, 1)
+        assert a.cpus and b.cpus and not set(a.cpus) & set(b.cpus)
+    with pytest.raises(ValueError, match="distinct"):
+        plan_workers([1, 1])
+    with pytest.raises(ValueError, match="CPU cores"):
+        plan_workers(list(range(len(cores) + 1)))
+
+
+def test_parse_gpus_names_the_valid_choices():
+    from collector.__main__ import parse_gpus
+
+    cuda = {"device": "cuda", "gpu_count": 2}
+    assert parse_gpus("", cuda) is None and parse_gpus("all", cuda) == [0, 1] and parse_gpus("1", cuda) == [1]
+    with pytest.raises(ValueError, match=r"valid: 0\.\.1"):
+        parse_gpus("0,2", cuda)
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        parse_gpus("0", ENV)
+
+
+def test_workers_run_cells_concurrently_each_on_its_gpu_and_cores(tmp_path):
+    """Two workers through the real subprocess launcher: every cell once, the GPU and the
+    core set each process saw are the worker's, the rows say where and how concurrently."""
+    from collector.runner import Worker
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPU cores")
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    # the fake cell: record CUDA_VISIBLE_DEVICES and its affinity, sleep (overlap), write a result
+    body = (f'python3 -c "import os,sys; open(\'{seen}/\'+str(os.getpid()),\'w\').write('
+            'os.environ.get(\'CUDA_VISIBLE_DEVICES\',\'-\')+\' \'+\',\'.join(map(str,sorted(os.sched_getaffinity(0))))'
+            '+\' \'+repr(__import__(\'time\').time()))"; '
+            'sleep 0.5; echo \'{"status": "ok", "eager_step_ms": [2.0], "compiled_step_ms": [1.0]}\' > "$4"')
+    launcher = SubprocessLauncher(_fake_python(tmp_path, body))
+    m = _matrix(phases=["infer", "train"], batch_sizes=[1, 2], warm_compile=False)
+    workers = [Worker(gpu=0, cpus=(cores[0],)), Worker(gpu=1, cpus=(cores[1],))]
+    run_dir = collect(m, ENV, tmp_path, "par", launcher, workers=workers)
+    rows = [r for f in (run_dir / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert sorted(r["cell_id"] for r in rows) == sorted(c.cell_id for c in m.cells)  # each cell once
+    assert {r["concurrent_cells"] for r in rows} == {2} and {r["gpu_index"] for r in rows} == {0, 1}
+    records = [p.read_text().split() for p in seen.iterdir()]
+    assert {(g, c) for g, c, _ in records} == {("0", str(cores[0])), ("1", str(cores[1]))}
+    starts = sorted((float(t), g) for g, _, t in records)
+    # cells of >= 0.5 s overlapped: some cell started on one GPU while the other's was running
+    assert any(b[0] - a[0] < 0.5 and a[1] != b[1] for a, b in zip(starts, starts[1:]))
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [w["gpu"] for w in manifest["sessions"][-1]["workers"]] == [0, 1]

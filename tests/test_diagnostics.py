@@ -1,0 +1,122 @@
+"""collector.diagnostics against the real torch of this interpreter, and its degradation to unknown.
+
+Run it under each torch this machine has, e.g. `.venv-torch-2.14.1/bin/python -m pytest
+tests/test_diagnostics.py`, since the module reads private APIs that change between releases.
+"""
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+from collector import diagnostics
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_counts_graph_breaks_with_reasons_and_graphs():
+    def f(x):
+        y = torch.sin(x) + 1
+        print("break here")  # a graph break Dynamo names
+        return torch.cos(y) * 2
+
+    before = diagnostics.snapshot(torch)
+    compiled = torch.compile(f, backend="eager")
+    compiled(torch.randn(8))
+    found = diagnostics.since(torch, before)
+    assert found["graph_break_count"] >= 1
+    assert found["graph_count"] >= 2  # the code before and after the break
+    assert sum(found["graph_break_reasons"].values()) == found["graph_break_count"]
+    assert any("print" in r.lower() or "builtin" in r.lower() for r in found["graph_break_reasons"])
+
+
+def test_differences_exclude_what_happened_before_the_snapshot():
+    def g(x):
+        print("b")
+        return x + 1
+
+    torch.compile(g, backend="eager")(torch.randn(4))
+    before = diagnostics.snapshot(torch)
+    found = diagnostics.since(torch, before)
+    assert found["graph_break_count"] == 0 and found["graph_count"] == 0
+    assert found["recompile_count"] == 0
+
+
+def test_recompile_counted_with_its_reason():
+    def h(x):
+        return x * 2
+
+    compiled = torch.compile(h, backend="eager", dynamic=False)
+    before = diagnostics.snapshot(torch)
+    compiled(torch.randn(4))
+    compiled(torch.randn(5))  # a new static shape: a guard fails, Dynamo recompiles
+    found = diagnostics.since(torch, before)
+    assert found["recompile_count"] == 1, found
+    (reason,) = found["recompile_reasons"]
+    assert "size" in reason.lower() or "shape" in reason.lower()
+    assert found["graph_count"] == 2
+
+
+def test_compile_split_in_seconds_from_inductor():
+    def k(x):
+        return torch.relu(x) @ x.T
+
+    before = diagnostics.snapshot(torch)
+    torch.compile(k)(torch.randn(16, 16))
+    split = diagnostics.since(torch, before)["compile_split"]
+    assert split is not None and split["dynamo"] > 0
+    assert split["dynamo"] >= split.get("inductor", 0) >= 0  # nested: Dynamo includes Inductor
+    row = diagnostics.to_row(diagnostics.since(torch, before))
+    assert json.loads(row["compile_split_json"])["dynamo"] == pytest.approx(split["dynamo"])
+
+
+def test_missing_private_apis_degrade_to_unknown_not_zero():
+    bare = types.SimpleNamespace(_dynamo=types.SimpleNamespace())  # a torch without these fields
+    before = diagnostics.snapshot(bare)
+    found = diagnostics.since(bare, before)
+    assert set(found) >= {"graph_count", "graph_break_count", "recompile_count", "cudagraph_skip_count",
+                          "compile_split"}
+    assert all(v is None for v in found.values()), found
+    row = diagnostics.to_row(found)
+    assert all(v is None for v in row.values())
+
+
+def test_metrics_without_a_field_leave_only_that_field_unknown():
+    class Metric:  # an older CompilationMetrics: no recompile_reason, no cudagraph_skip_reason
+        dynamo_cumulative_compile_time_us = 2_000_000
+
+    records: list = []
+    counters = {"stats": {"unique_graphs": 0}, "graph_break": {}, "inductor": {}}
+    fake = types.SimpleNamespace(_dynamo=types.SimpleNamespace(utils=types.SimpleNamespace(
+        counters=counters, get_compilation_metrics=lambda: list(records))))
+    before = diagnostics.snapshot(fake)
+    records.append(Metric())
+    counters["stats"] = {"unique_graphs": 1}
+    found = diagnostics.since(fake, before)
+    assert found["graph_count"] == 1 and found["graph_break_count"] == 0
+    assert found["recompile_count"] is None and found["cudagraph_skip_reasons"] is None
+    assert found["compile_split"] == {"dynamo": 2.0}
+
+
+def test_flops_of_a_matrix_product():
+    a, b = torch.randn(32, 64), torch.randn(64, 16)
+    assert diagnostics.count_flops(torch, lambda: a @ b) == 2 * 32 * 64 * 16
+    assert diagnostics.count_flops(torch, lambda: 1 / 0) is None  # a failing count is unknown
+
+
+def test_cudagraph_skips_counted_with_their_logged_reasons():
+    from torch._inductor import cudagraph_utils
+
+    before = diagnostics.snapshot(torch)
+    cudagraph_utils.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances)")
+    found = diagnostics.since(torch, before)
+    assert found["cudagraph_skip_count"] == 1
+    assert found["cudagraph_skip_reasons"] == {"skipping cudagraphs due to mutated inputs (1 instances)": 1}
