@@ -55,6 +55,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--gpus", default="",
                    help="measure cells concurrently, one per GPU: comma-separated indices or 'all' "
                         "(default: one cell at a time on the default device, the cleanest timing)")
+    p.add_argument("--retry-failed", action="store_true", dest="retry_failed",
+                   help="measure again the cells of this run whose saved row failed (crash, timeout, error)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
     return p.parse_args(argv)
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         run_id = args.run_id or default_run_id(matrix.preset, env)
         launcher = SubprocessLauncher(args.python)
         signal.signal(signal.SIGTERM, _interrupt)
-        run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers)
+        run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
+                          retry_failed=args.retry_failed)
         print(f"done: {run_dir}  (make report renders it)")
         return 0
     except (mx.MatrixError, ValueError) as exc:

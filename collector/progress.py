@@ -56,10 +56,11 @@ class Progress:
         eta = f", about {fmt_duration(statistics.fmean(self.durations) * left)} left" if self.durations else ""
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
-    def done(self, row: dict, seconds: float) -> None:
+    def done(self, row: dict, seconds: float, label: str | None = None) -> None:
+        """`label`: name the cell (cells running concurrently finish out of order)."""
         self.durations.append(seconds)
         self.rows.append(row)
-        self._say(f"    -> {outcome_line(row)}  [{fmt_duration(seconds)}]")
+        self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(seconds)}]")
 
     def summary(self, skipped_done: int = 0) -> str:
         """The table printed at the end: one line per cell measured in this invocation."""

@@ -35,6 +35,9 @@ PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_
                        "tf32")
 
 
+RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", None)
+
+
 class RunError(RuntimeError):
     """The run cannot go on (locked, mismatched environment, unwritable directory)."""
 
@@ -272,11 +275,13 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 
 
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
-            out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None) -> Path:
+            out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
+            retry_failed: bool = False) -> Path:
     """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
 
     `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own launcher
-    from `launcher.for_worker`. KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the
+    from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row failed
+    (crashed, timeout, oom, runtime or compile error), replacing it. KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the
     CLI) stops the cells in flight; every finished cell is already on disk.
     """
     out = out or sys.stdout
@@ -295,6 +300,8 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         manifest = prepare_run(run_dir, run_id, matrix, env)
         manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
         done = {p.stem for p in cells_dir.glob("*.parquet")}
+        if retry_failed:
+            done = {c for c in done if schema.read_status(cells_dir / f"{c}.parquet") not in RETRYABLE}
         todo = [c for c in matrix.cells if c.cell_id not in done]
         already = len(matrix.cells) - len(todo)
         where = (f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})"
@@ -327,7 +334,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "
                                    "fix the cause and run the same command to resume") from None
                 with lock:
-                    progress.done(row, clock() - t0)
+                    progress.done(row, clock() - t0, label=cell.label() if len(workers) > 1 else None)
 
         def guarded(worker: Worker, own: Launcher) -> None:
             try:

@@ -108,3 +108,11 @@ def write_row(row: dict, path: Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_status(path: Path) -> str | None:
+    """The status saved in a cell file (None if it cannot be read)."""
+    try:
+        return pq.read_table(path, columns=["status"]).column("status")[0].as_py()
+    except Exception:
+        return None

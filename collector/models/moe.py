@@ -42,7 +42,7 @@ def build(batch_size: int, opts: dict) -> Built:
             hid = torch.bmm(F.gelu(torch.bmm(buf[:-1].view(E, capacity, d), self.w1)), self.w2)
             hid = torch.cat([hid.reshape(E * capacity, d), hid.new_zeros(1, d)])
             weighted = hid[slot] * (gate * keep).to(hid.dtype).unsqueeze(1)
-            y = xt.new_zeros(xt.shape).index_add(0, token, weighted)
+            y = xt.new_zeros(xt.shape).index_add(0, token, weighted.to(xt.dtype))  # autocast: bf16 into fp32
             return x + y.view(shape)
 
     module = nn.Sequential(*(MoELayer() for _ in range(opts["layers"])))
