@@ -147,3 +147,29 @@ def forest(rows: list[tuple], path: Path) -> Path | None:
     ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
     ax.set_xlabel("speedup in B / speedup in A (95% CI)")
     return _save(fig, path)
+
+
+def efficiency(rows: list[dict], path: Path) -> Path | None:
+    """Roofline-style: achieved TFLOP/s per cell, eager and compiled, against the measured peak.
+
+    rows: label, eager, compiled (TFLOP/s), peak_key, peak (TFLOP/s or None). Log scale: a point
+    a decade under its peak line runs at 10% of what the GPU's matrix units can do."""
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: r["compiled"], reverse=True)[:MAX_ROWS]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8.5, 0.28 * len(rows) + 1.6))
+    for i, r in enumerate(rows):
+        ax.plot([r["eager"], r["compiled"]], [i, i], color="lightgrey", lw=2, zorder=1)
+    ax.scatter([r["eager"] for r in rows], y, marker="o", label="eager", zorder=2)
+    ax.scatter([r["compiled"] for r in rows], y, marker="D", label="compiled", zorder=3)
+    for key, style in (("bf16", "--"), ("tf32", "-."), ("fp32", ":")):
+        peaks = {r["peak"] for r in rows if r["peak_key"] == key and r["peak"]}
+        for p in peaks:
+            ax.axvline(p, color="firebrick", ls=style, lw=1, label=f"measured {key} peak {p:.0f}")
+    ax.set_xscale("log")
+    ax.set_yticks(y, [r["label"] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("achieved TFLOP/s (FLOPs of one eager step / median step time), log scale")
+    ax.legend(fontsize=7, loc="lower left")
+    return _save(fig, path)

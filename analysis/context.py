@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis import stats
+from analysis import stats, why
 from analysis.load import Loaded, Run, sql
 
 ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
@@ -60,6 +60,7 @@ class SpeedupRow:
     verdict: str
     flags: str
     css: str
+    gpu: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,12 @@ class RunReport:
     environment: list[tuple[str, str]]
     protocol: list[tuple[str, str]]
     notes: list[str]
+    reasons: list = field(default_factory=list)
+    reasons_summary: str = ""
+    efficiency: list = field(default_factory=list)
+    splits: list = field(default_factory=list)
+    split_stages: list = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
+    peak_line: str = ""
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
 
@@ -215,19 +222,9 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     env = run.env
 
     speed = _records(con, "speedup_table", run_id)
+    peaks = env.get("peak_tflops") or {}
     speed_rows = []
     for r in speed:
-        flags = []
-        if stats.is_noisy(r["eager_iqr_rel"], r["compiled_iqr_rel"], threshold=noise):
-            flags.append("noisy")
-        if r["eager_launch_bound"]:
-            flags.append("eager launch-bound")
-        if r["compiled_launch_bound"]:
-            flags.append("compiled launch-bound")
-        if r["graph_break_count"]:
-            flags.append(f"{r['graph_break_count']} graph break(s)")
-        if r["status"] == "accuracy_fail":
-            flags.append("ACCURACY FAIL")
         verdict = r["verdict"] or "-"
         css = {"faster": "faster", "slower": "slower"}.get(verdict, "unclear")
         speed_rows.append(SpeedupRow(
@@ -236,7 +233,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
             f"{fmt_ms(r['compiled_median_ms'])} (IQR {fmt_pct(r['compiled_iqr_rel'])})",
             fmt_x(r["speedup"]),
             "-" if r["speedup_lo"] is None else f"{r['speedup_lo']:.2f}-{r['speedup_hi']:.2f}",
-            verdict, ", ".join(flags), css))
+            verdict, why.why_text(r, peaks, noise), css,
+            "" if r["gpu_index"] is None else str(int(r["gpu_index"]))))
 
     headline = []
     for h in _records(con, "headline", run_id):
@@ -290,11 +288,27 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     total = sum(n for _, n in counts)
     status_line = f"{total} cells: " + ", ".join(f"{n} {s}" for s, n in counts)
 
+    all_rows = _records(con, "cells_of_run", run_id)
+    reasons, reasons_summary = why.reason_rows(all_rows)
+    efficiency = why.efficiency_rows(all_rows, peaks, cell_label)
+    splits = why.split_rows(comp, cell_label, fmt_s, fmt_bytes)
+    known_peaks = {k: v for k, v in peaks.items() if isinstance(v, (int, float))}
+    peak_line = ("Measured peak on this device (a large matrix product, once per run): "
+                 + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
+                 if known_peaks else "")
+
     hosts = sorted({s.get("hostname") for s in run.manifest.get("sessions", []) if s.get("hostname")})
     notes = []
     if len(hosts) > 1:
         notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
                      "compare cells from one machine where the difference matters.")
+    concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
+    if concurrent:
+        most = max(int(r["concurrent_cells"]) for r in concurrent)
+        notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running at "
+                     "once on this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound "
+                     "steps are unaffected; launch-bound ones share the host with a neighbour that may be "
+                     "compiling: see the eager baselines across cells.")
     tf32 = run.manifest.get("protocol", {}).get("tf32")
     notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
     proto = run.manifest.get("protocol", {})
@@ -310,6 +324,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         "batch_sweep": _records(con, "batch_sweep", run_id),
         "compile_times": comp,
         "amortization": amort,
+        "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
     }
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
@@ -319,4 +334,5 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
-        protocol=protocol_rows, notes=notes, chart_rows=chart_rows)
+        protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
+        efficiency=efficiency, splits=splits, peak_line=peak_line, chart_rows=chart_rows)

@@ -17,6 +17,8 @@ CHARTS = [  # key, function, title, alt text
     ("batch_sweep", charts.batch_sweep, "Speedup against batch size", "speedup with 95% CI against batch size"),
     ("compile_times", charts.compile_times, "Compile time, cold and warm cache", "first compiled call per cell"),
     ("amortization", charts.amortization, "When compiling pays off", "cumulative time against steps"),
+    ("efficiency", charts.efficiency, "Achieved TFLOP/s against the measured peak",
+     "achieved TFLOP/s per cell, eager and compiled, with the measured peak"),
 ]
 
 

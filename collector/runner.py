@@ -274,6 +274,14 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     })
 
 
+def _kill_all(launchers) -> None:
+    """Stop the cell process of every launcher (fakes without `kill` are skipped)."""
+    for launcher in launchers:
+        kill = getattr(launcher, "kill", None)
+        if kill:
+            kill()
+
+
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
             out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
             retry_failed: bool = False) -> Path:
@@ -358,19 +366,13 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                     raise failure[0]
         except KeyboardInterrupt:
             stop.set()
-            for lnch in launchers:
-                kill = getattr(lnch, "kill", None)
-                if kill:
-                    kill()
+            _kill_all(launchers)
             print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in {cells_dir}; "
                   "run the same command again to resume", file=out, flush=True)
             raise
         except BaseException:
             stop.set()
-            for lnch in launchers:
-                kill = getattr(lnch, "kill", None)
-                if kill:
-                    kill()
+            _kill_all(launchers)
             raise
         finally:
             try:

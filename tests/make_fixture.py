@@ -19,7 +19,22 @@ from collector.schema import write_row  # noqa: E402
 OUT = Path(__file__).parent / "fixtures" / "small"
 RUN_ID = "fixture-small"
 ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "2.0.0+test",
-       "hostname": "fixture-host", "cpu_model": "Test CPU", "cpu_count": 2, "python": "3.11.0"}
+       "hostname": "fixture-host", "cpu_model": "Test CPU", "cpu_count": 2, "python": "3.11.0",
+       "peak_tflops": {"bf16": 400.0}}
+# diagnostics, work and energy (schema v3) for some cells, with figures the tests recompute
+EXTRA = {
+    ("mlp", "infer", 32, "default"): {
+        "graph_break_count": 2, "graph_break_reasons_json": json.dumps({"Unsupported: print()": 2}),
+        "recompile_count": 1, "recompile_reasons_json": json.dumps({"size mismatch at index 0": 1})},
+    ("mlp", "infer", 32, "reduce-overhead"): {
+        "cudagraph_skip_count": 1,
+        "cudagraph_skip_reasons_json": json.dumps({"skipping cudagraphs due to mutated inputs (1 instances)": 1})},
+    ("resnet18", "train", 64, "reduce-overhead"): {
+        "flops_per_step": 1.2e12, "eager_energy_j": 25.6, "compiled_energy_j": 12.8, "gpu_power_w": 500.0,
+        "compile_split_json": json.dumps({"dynamo": 15.0, "inductor": 10.0}),
+        "cache_inductor_bytes": 3 * 2**20, "cache_triton_bytes": 2**20, "recompile_count": 0,
+        "graph_break_reasons_json": "{}", "recompile_reasons_json": "{}", "cudagraph_skip_reasons_json": "{}"},
+}
 
 
 def samples(rng, median_ms: float, n: int, spread: float = 0.02) -> list[float]:
@@ -64,6 +79,7 @@ def main() -> None:
                        compiled_cold_peak_reserved_bytes=1600 * 2**20, eager_peak_reserved_bytes=1600 * 2**20,
                        compiled_peak_reserved_bytes=1800 * 2**20, accuracy_ok=True, tolerance=0.05,
                        output_rel_err=0.001, accuracy_reference="float64")
+        row.update(EXTRA.get((model, phase, bs, mode), {}))
         write_row(row, cells_dir / f"{cell_id}.parquet")
     manifest = {"run_id": RUN_ID, "schema_version": 1, "environment": ENV, "description": "synthetic fixture",
                 "preset": "fixture", "protocol": {"blocks": blocks, "steps_per_block": spb, "tf32": False},

@@ -94,7 +94,7 @@ def test_html_is_self_contained_and_escapes_hostile_text(fixture_copy, tmp_path)
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "<img src=x" not in text
     assert not re.search(r'(src|href)="(?!data:)', text)  # nothing loaded from outside the file
-    assert text.count('src="data:image/png;base64,') == 4
+    assert text.count('src="data:image/png;base64,') == 5  # heatmap, sweep, compile, amortization, efficiency
     md_text = md.read_text()
     failure = next(line for line in md_text.splitlines() if line.startswith("| &lt;img"))
     assert failure.count(" | ") == 2  # pipes inside the text are escaped: still three cells
@@ -152,3 +152,31 @@ def test_same_run_id_in_two_folders_is_refused(fixture_copy):
     shutil.copytree(fixture_copy / "fixture-small", fixture_copy / "again" / "fixture-small")
     with pytest.raises(DataError, match="run id 'fixture-small' is in two folders"):
         load(discover_runs(fixture_copy))
+
+
+def test_why_reasons_efficiency_and_energy_from_the_fixture(tmp_path):
+    """The diagnostics the fixture plants come out as the report's why column, reason table,
+    efficiency (FLOPs / median against the peak) and energy per sample; cells without them say '-'."""
+    import statistics
+
+    loaded, runs = _loaded()
+    rep = build_run_report(loaded, runs[0], reps=200, now=NOW)
+    why = {(s.model, s.phase, s.batch_size, s.mode): s.flags for s in rep.speedups}
+    assert "2 graph break(s)" in why[("mlp", "infer", 32, "default")]
+    assert "1 recompile(s)" in why[("mlp", "infer", 32, "default")]
+    assert "CUDA graphs skipped: mutated inputs (1 instances)" in why[("mlp", "infer", 32, "reduce-overhead")]
+    reasons = {(x.kind, x.reason): (x.count, x.cells) for x in rep.reasons}
+    assert reasons == {("graph break", "Unsupported: print()"): (2, 1),
+                       ("recompile", "size mismatch at index 0"): (1, 1),
+                       ("CUDA-graph skip", "skipping cudagraphs due to mutated inputs (1 instances)"): (1, 1)}
+    (eff,) = rep.efficiency
+    row = _row("resnet18__train__amp_bf16__bs64__reduce-overhead__model")
+    e_tf = 1.2e12 / (statistics.median(row["eager_step_ms"]) / 1e3) / 1e12
+    c_tf = 1.2e12 / (statistics.median(row["compiled_step_ms"]) / 1e3) / 1e12
+    assert eff.eager_tflops == f"{e_tf:.0f}" and eff.compiled_tflops == f"{c_tf:.0f}"
+    assert eff.eager_pct == f"{100 * e_tf / 400:.0f}%" and eff.compiled_pct == f"{100 * c_tf / 400:.0f}%"
+    # energy per sample = J / (samples x steps per sample) / batch: 25.6 / 40 / 64 = 10 mJ, 12.8 -> 5 mJ
+    assert (eff.eager_mj, eff.compiled_mj, eff.energy_ratio) == ("10", "5", "0.50x")
+    (split,) = rep.splits
+    assert split.stages[0] == "15.0 s" and split.stages[2] == "10.0 s" and split.cache == "4.0 MiB"
+    assert "400.0 TFLOP/s" in rep.peak_line

@@ -226,3 +226,17 @@ def test_workers_run_cells_concurrently_each_on_its_gpu_and_cores(tmp_path):
     assert any(b[0] - a[0] < 0.5 and a[1] != b[1] for a, b in zip(starts, starts[1:]))
     manifest = json.loads((run_dir / "run.json").read_text())
     assert [w["gpu"] for w in manifest["sessions"][-1]["workers"]] == [0, 1]
+
+
+def test_retry_failed_measures_only_failed_cells_again(tmp_path, capsys):
+    m = _matrix()
+    collect(m, ENV, tmp_path, "rt", FakeLauncher(fail_on="train"))
+    plain = FakeLauncher()
+    collect(m, ENV, tmp_path, "rt", plain)
+    assert plain.calls == []  # resume: a failed row is a result too
+    again = FakeLauncher()
+    run_dir = collect(m, ENV, tmp_path, "rt", again, retry_failed=True)
+    assert {(c[0], c[2]) for c in again.calls} == {("mlp", False), ("mlp", True)}  # the train cell, cold + warm
+    rows = {r["phase"]: r for f in (run_dir / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()}
+    assert rows["train"]["status"] == "ok" and rows["infer"]["status"] == "ok"
+    assert "1 already done, 1 to measure" in capsys.readouterr().out

@@ -35,6 +35,19 @@ SELECT
     compiled_cold_peak_allocated_bytes / eager_peak_allocated_bytes AS mem_cold_allocated_ratio,
     output_rel_err, grad_rel_err, tolerance, accuracy_ok,
     gpu_util_pct, gpu_power_w, sm_clock_mhz, gpu_temp_c, eager_energy_j, compiled_energy_j,
+    -- energy per step and per sample (one batch item): the side's energy over the steps it timed
+    eager_energy_j / (eager_n * coalesce(steps_per_sample, 1)) AS eager_energy_per_step_j,
+    compiled_energy_j / (compiled_n * coalesce(steps_per_sample, 1)) AS compiled_energy_per_step_j,
+    eager_energy_per_step_j / batch_size AS eager_energy_per_sample_j,
+    compiled_energy_per_step_j / batch_size AS compiled_energy_per_sample_j,
+    -- work and achieved rate: FLOPs of one eager step over each side's median step time
+    flops_per_step,
+    flops_per_step / (eager_median_ms / 1e3) / 1e12 AS eager_tflops,
+    flops_per_step / (compiled_median_ms / 1e3) / 1e12 AS compiled_tflops,
+    -- diagnostics (schema v3; null before, or where the torch could not tell)
+    graph_break_reasons_json, recompile_count, recompile_reasons_json, cudagraph_skip_count,
+    cudagraph_skip_reasons_json, compile_split_json, cache_inductor_bytes, cache_triton_bytes,
+    gpu_index, coalesce(concurrent_cells, 1) AS concurrent_cells,
     -- break-even N* = extra first-call time / time saved per step (null where it never pays off)
     CASE WHEN eager_median_ms > compiled_median_ms
          THEN greatest(first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)

@@ -1,0 +1,196 @@
+"""Why a cell's speedup is what it is: the "why" column, the reasons across a run, hardware
+efficiency against the measured peak, energy per sample, and where compile time goes.
+
+Inputs are rows of the `stats` table (analysis/sql/cell_stats.sql) as dicts; outputs are
+formatted strings. Unknown stays "-" (older schema, or a torch that could not tell).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from analysis import stats
+
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("inductor", "Inductor"),
+                ("inductor_codegen", "codegen"), ("triton", "Triton"), ("autotune", "autotune"),
+                ("backward", "backward"))
+
+
+def _none(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _json(text) -> dict | None:
+    if _none(text):
+        return None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def peak_key(dtype: str, tf32) -> str:
+    """Which measured peak bounds a cell: bf16 for bf16 and autocast cells; TF32 or fp32 for float32."""
+    if dtype in ("amp_bf16", "bfloat16", "amp_fp16", "float16"):
+        return "bf16"  # fp16 and bf16 tensor-core peaks are equal on the GPUs this targets
+    return "tf32" if tf32 else "fp32"
+
+
+def peak_of(r: dict, peaks: dict) -> tuple[str, float | None]:
+    key = peak_key(r["dtype"], r.get("tf32"))
+    value = peaks.get(key) if isinstance(peaks, dict) else None
+    return key, (float(value) if isinstance(value, (int, float)) and value > 0 else None)
+
+
+def _fmt_time(ms: float) -> str:
+    return f"{ms * 1e3:.0f} us" if ms < 1 else f"{ms:.2f} ms"
+
+
+def _pct(v) -> str:
+    return "-" if _none(v) else (f"{100 * v:.1f}%" if v < 0.1 else f"{100 * v:.0f}%")
+
+
+def why_text(r: dict, peaks: dict, noise: float) -> str:
+    """The cause beside a speedup: breaks, recompiles, CUDA-graph skips, launch-bound sides,
+    efficiency against the peak, noise. Empty when nothing stands out."""
+    parts = []
+    if r.get("status") == "accuracy_fail":
+        parts.append("ACCURACY FAIL (excluded from the headline)")
+    if r.get("graph_break_count"):
+        parts.append(f"{r['graph_break_count']} graph break(s)")
+    if r.get("recompile_count"):
+        parts.append(f"{r['recompile_count']} recompile(s)")
+    if r.get("cudagraph_skip_count") and r["mode"] in CUDAGRAPH_MODES:
+        reasons = _json(r.get("cudagraph_skip_reasons_json")) or {}
+        first = next(iter(sorted(reasons, key=lambda k: -reasons[k])), None)
+        parts.append("CUDA graphs skipped" + (f": {first.removeprefix('skipping cudagraphs due to ')}" if first else ""))
+    eager_lb, comp_lb = r.get("eager_launch_bound"), r.get("compiled_launch_bound")
+    e_ms, c_ms = r.get("eager_median_ms"), r.get("compiled_median_ms")
+    e_enq = r.get("eager_enqueue_median_ms")
+    if eager_lb and not comp_lb and not _none(e_enq):
+        how = "CUDA graphs replay it" if r["mode"] in CUDAGRAPH_MODES else "fewer kernels"
+        parts.append(f"eager launch-bound (host {_fmt_time(e_enq)} per {_fmt_time(e_ms)} step); {how}")
+    elif eager_lb and comp_lb and not _none(c_ms):
+        parts.append(f"launch-bound both sides: compiled step {_fmt_time(c_ms)}")
+    elif comp_lb and not _none(c_ms):
+        parts.append(f"compiled launch-bound ({_fmt_time(c_ms)} step)")
+    key, peak = peak_of(r, peaks)
+    if peak and not _none(r.get("eager_tflops")) and not _none(r.get("compiled_tflops")):
+        parts.append(f"{_pct(r['eager_tflops'] / peak)} -> {_pct(r['compiled_tflops'] / peak)} of {key} peak")
+    if stats.is_noisy(r.get("eager_iqr_rel"), r.get("compiled_iqr_rel"), threshold=noise):
+        parts.append("noisy")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ReasonRow:
+    kind: str
+    reason: str
+    count: int
+    cells: int
+    examples: str
+
+
+def reason_rows(rows: list[dict]) -> tuple[list[ReasonRow], str]:
+    """Graph-break, recompile and CUDA-graph-skip reasons across the run's compiled cells, most
+    frequent first, and a sentence saying how many cells were counted (or that none could be)."""
+    kinds = (("graph break", "graph_break_reasons_json"), ("recompile", "recompile_reasons_json"),
+             ("CUDA-graph skip", "cudagraph_skip_reasons_json"))
+    out = []
+    compiled = [r for r in rows if r["mode"] != "eager"]
+    known = {k: [r for r in compiled if _json(r.get(col)) is not None] for k, col in kinds}
+    for kind, col in kinds:
+        counts, cells, names = Counter(), Counter(), {}
+        for r in known[kind]:
+            for reason, n in _json(r[col]).items():
+                counts[reason] += int(n)
+                cells[reason] += 1
+                names.setdefault(reason, []).append(f"{r['model']} {r['phase']} {r['mode']}")
+        for reason, n in counts.most_common():
+            ex = sorted(set(names[reason]))
+            out.append(ReasonRow(kind, reason, n, cells[reason],
+                                 ", ".join(ex[:3]) + (f" and {len(ex) - 3} more" if len(ex) > 3 else "")))
+    counted = len(known["graph break"])
+    if not compiled:
+        summary = "No compiled cells."
+    elif counted == 0:
+        summary = ("Unknown: these cells carry no reasons (collected before schema version 3, "
+                   "or by a torch whose counters could not be read).")
+    else:
+        summary = f"Reasons counted in {counted} of {len(compiled)} compiled cells."
+    return out, summary
+
+
+@dataclass(frozen=True)
+class EfficiencyRow:
+    label: str
+    gflop: str
+    eager_tflops: str
+    compiled_tflops: str
+    eager_pct: str
+    compiled_pct: str
+    eager_mj: str
+    compiled_mj: str
+    energy_ratio: str
+    power: str
+
+
+def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]:
+    out = []
+    for r in rows:
+        if r["mode"] == "eager" or r.get("status") not in ("ok", "accuracy_fail"):
+            continue
+        _, peak = peak_of(r, peaks)
+        flops = r.get("flops_per_step")
+        e_t, c_t = r.get("eager_tflops"), r.get("compiled_tflops")
+        e_j, c_j = r.get("eager_energy_per_sample_j"), r.get("compiled_energy_per_sample_j")
+        if _none(flops) and _none(e_j) and _none(c_j):
+            continue
+
+        def tf(v):
+            return "-" if _none(v) else f"{v:.2f}" if v < 10 else f"{v:.0f}"
+
+        out.append(EfficiencyRow(
+            label(r), "-" if _none(flops) else f"{flops / 1e9:,.1f}", tf(e_t), tf(c_t),
+            _pct(e_t / peak) if peak and not _none(e_t) else "-",
+            _pct(c_t / peak) if peak and not _none(c_t) else "-",
+            "-" if _none(e_j) else f"{e_j * 1e3:.3g}", "-" if _none(c_j) else f"{c_j * 1e3:.3g}",
+            "-" if _none(e_j) or _none(c_j) or not e_j else f"{c_j / e_j:.2f}x",
+            "-" if _none(r.get("gpu_power_w")) else f"{r['gpu_power_w']:.0f} W"))
+    return out
+
+
+@dataclass(frozen=True)
+class SplitRow:
+    label: str
+    stages: list[str]
+    cache: str
+
+
+def split_rows(rows: list[dict], label, fmt_s, fmt_bytes) -> list[SplitRow]:
+    out = []
+    for r in rows:
+        split = _json(r.get("compile_split_json"))
+        cache = [r.get("cache_inductor_bytes"), r.get("cache_triton_bytes")]
+        if split is None and all(_none(c) for c in cache):
+            continue
+        split = split or {}
+        total = sum(c for c in cache if not _none(c)) if not all(_none(c) for c in cache) else None
+        out.append(SplitRow(label(r), [fmt_s(split.get(k)) for k, _ in SPLIT_STAGES], fmt_bytes(total)))
+    return out
+
+
+def efficiency_chart_rows(rows: list[dict], peaks: dict, label) -> list[dict]:
+    """Inputs of charts.efficiency: achieved TFLOP/s per side and the peak that bounds the cell."""
+    out = []
+    for r in rows:
+        key, peak = peak_of(r, peaks)
+        if (r["mode"] == "eager" or r.get("status") != "ok" or _none(r.get("eager_tflops"))
+                or _none(r.get("compiled_tflops"))):
+            continue
+        out.append({"label": label(r), "eager": r["eager_tflops"], "compiled": r["compiled_tflops"],
+                    "peak_key": key, "peak": peak})
+    return out
