@@ -36,7 +36,8 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
     for ax, phase in zip(axes[0], phases):
         sub = [r for r in rows if r["phase"] == phase]
         models = sorted({r["model"] for r in sub})
-        modes = [m for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        modes = [m for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
+                             "aot-inductor")
                  if any(r["mode"] == m for r in sub)]
         grid = np.full((len(models), len(modes)), np.nan)
         for r in sub:

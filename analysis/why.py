@@ -15,7 +15,9 @@ from analysis import stats
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("inductor", "Inductor"),
                 ("inductor_codegen", "codegen"), ("triton", "Triton"), ("autotune", "autotune"),
-                ("backward", "backward"))
+                ("backward", "backward"), ("aot_export_s", "export"), ("aot_compile_s", "AOTI compile"),
+                ("aot_load_s", "AOTI load"))
+AOTI_COLUMNS = ("aot_export_s", "aot_compile_s", "aot_load_s")  # mode aot-inductor, from their own columns
 
 
 def _none(v) -> bool:
@@ -174,10 +176,11 @@ def split_rows(rows: list[dict], label, fmt_s, fmt_bytes) -> list[SplitRow]:
     out = []
     for r in rows:
         split = _json(r.get("compile_split_json"))
+        aoti = {k: r.get(k) for k in AOTI_COLUMNS if not _none(r.get(k))}
         cache = [r.get("cache_inductor_bytes"), r.get("cache_triton_bytes")]
-        if split is None and all(_none(c) for c in cache):
+        if split is None and not aoti and all(_none(c) for c in cache):
             continue
-        split = split or {}
+        split = {**(split or {}), **aoti}
         total = sum(c for c in cache if not _none(c)) if not all(_none(c) for c in cache) else None
         out.append(SplitRow(label(r), [fmt_s(split.get(k)) for k, _ in SPLIT_STAGES], fmt_bytes(total)))
     return out

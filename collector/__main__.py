@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=int, dest="timeout_s", help="seconds per cell process")
     p.add_argument("--warm-compile", choices=["0", "1"], dest="warm_compile",
                    help="also time compilation with a warm cache in a second process (default 1)")
+    p.add_argument("--portable-cache", choices=["0", "1"], dest="portable_cache",
+                   help="also time a third process that loads the cold compile's portable cache artifacts "
+                        "into an empty cache directory (torch.compiler.save/load_cache_artifacts; default 0)")
     p.add_argument("--tf32", choices=["0", "1"])
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
@@ -97,7 +100,8 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
-                                                          "timeout_s", "warm_compile", "tf32", "device")}
+                                                          "timeout_s", "warm_compile", "portable_cache", "tf32",
+                                                          "device")}
     try:
         if args.run_id:
             check_run_id(args.run_id)

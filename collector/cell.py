@@ -38,6 +38,10 @@ MIN_ENERGY_WINDOW_S = 1.0  # shorter timing windows give no energy figure (the c
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
+class ExportError(RuntimeError):
+    """torch.export (mode aot-inductor) could not capture the model: status export_error."""
+
+
 class Stage:
     """Which part of the protocol is running, so an exception can be classified."""
     name = "setup"
@@ -46,6 +50,8 @@ class Stage:
 def classify(exc: BaseException, stage: str) -> str:
     """Map an exception to a row status."""
     text = f"{type(exc).__name__} {exc}".lower()
+    if isinstance(exc, ExportError):
+        return "export_error"
     if (isinstance(exc, MemoryError) or "outofmemoryerror" in text or "out of memory" in text
             or "can't allocate memory" in text):
         return "oom"
@@ -123,7 +129,42 @@ def _setup(spec: dict):
     return torch, dev, module, inputs, target, built.loss, autocast, built.float_inputs
 
 
-def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast):
+def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
+    """A step that, on its first call, exports the model (torch.export), compiles it into an
+    AOTInductor package, loads it, and runs it; later calls run the loaded package. The stages'
+    times go into `record` (aot_export_s, aot_compile_s, aot_load_s)."""
+    state: dict = {}
+
+    class Exported(torch.nn.Module):  # autocast inside forward, so export captures it
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *xs):
+            with autocast():
+                return self.inner(*xs)
+
+    def step():
+        if "run" not in state:
+            t0 = time.perf_counter()
+            try:
+                with torch.no_grad():
+                    program = torch.export.export(Exported(module), tuple(inputs))
+            except Exception as exc:
+                raise ExportError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
+            t1 = time.perf_counter()
+            folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or ".") / "aoti"
+            folder.mkdir(parents=True, exist_ok=True)
+            package = torch._inductor.aoti_compile_and_package(program, package_path=str(folder / "model.pt2"))
+            t2 = time.perf_counter()
+            state["run"] = torch._inductor.aoti_load_package(package)
+            record.update(aot_export_s=t1 - t0, aot_compile_s=t2 - t1, aot_load_s=time.perf_counter() - t2)
+        with torch.no_grad():
+            return state["run"](*inputs)
+    return step
+
+
+def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: dict | None = None):
     """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss."""
     cell = spec["cell"]
     mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
@@ -149,6 +190,8 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast):
 
     if phase == "infer":
         eager = infer_with(module)
+        if mode == "aot-inductor":
+            return eager, _aoti_step(torch, spec, module, inputs, autocast, record if record is not None else {}), opt
         compiled = None if mode == "eager" else infer_with(torch.compile(module, mode=mode))
         return eager, compiled, opt
     eager = train_body(module)
@@ -188,6 +231,23 @@ def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase):
         del ref
 
 
+def _save_portable(torch, path: Path, result: dict) -> None:
+    """Save this process's compile artifacts (torch.compiler.save_cache_artifacts) to `path`."""
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    if save is None:
+        log("this torch has no torch.compiler.save_cache_artifacts: no portable-cache figure")
+        return
+    try:
+        saved = save()
+    except Exception as exc:  # a figure we cannot take stays null
+        log(f"save_cache_artifacts failed: {type(exc).__name__}: {exc}")
+        return
+    if saved:
+        blob = saved[0]
+        path.write_bytes(blob)
+        result["portable_cache_bytes"] = len(blob)
+
+
 def measure(spec: dict, result: dict, stage: Stage) -> None:
     """Run the protocol, filling `result` as it goes (partial results survive a failure)."""
     cell, proto, device = spec["cell"], spec["protocol"], spec["device"]
@@ -204,7 +264,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
 
     clock = CudaClock(torch) if cuda else CpuClock()
     result["timing_method"] = clock.method
-    eager_step, compiled_step, _ = _make_steps(torch, spec, module, inputs, target, loss_fn, autocast)
+    eager_step, compiled_step, _ = _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, result)
 
     def timed_first_call(step):
         clock.sync()
@@ -218,6 +278,19 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     def peaks():
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
+    if spec.get("portable_from"):  # third process: empty cache directory + the saved artifacts
+        stage.name = "compile"
+        blob = Path(spec["portable_from"]).read_bytes()
+        t0 = time.perf_counter()
+        torch.compiler.load_cache_artifacts(blob)
+        result["portable_load_s"] = time.perf_counter() - t0
+        _, result["portable_first_call_compiled_s"] = timed_first_call(compiled_step)
+        hits = {k: v for k, v in diagnostics._counter(torch, "inductor").items() if "cache" in k} \
+            if diagnostics._counter(torch, "inductor") else {}
+        log(f"portable: loaded in {result['portable_load_s']:.3f} s, first call "
+            f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
+        result["status"] = "ok"
+        return
     if spec.get("warm_only"):
         stage.name = "compile"
         _, result["warm_first_call_compiled_s"] = timed_first_call(compiled_step)
@@ -273,6 +346,8 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         result["compile_inductor_s"] = times.get("inductor_compile")
         result["compile_backward_s"] = times.get("entire_backward_compile")
         result.update(diagnostics.to_row(diagnostics.since(torch, before)))
+        if spec.get("portable_path"):
+            _save_portable(torch, Path(spec["portable_path"]), result)
         stage.name = "compiled"
         for _ in range(proto["warmup_steps"]):
             compiled_step()

@@ -45,10 +45,15 @@ def compact_run(run_dir: Path) -> int:
     keep = {n for n, fp in old_index.items() if current.get(n) == fp}
     tables, index = [], {}
     if keep:
-        old = pq.read_table(run_dir / COMPACT, schema=SCHEMA)
-        ids = pa.array([n[: -len(".parquet")] for n in sorted(keep)])
-        tables.append(old.filter(pa.compute.is_in(old["cell_id"], value_set=ids)))
-        index.update({n: current[n] for n in keep})
+        try:
+            old = pq.read_table(run_dir / COMPACT)
+            if old.schema.names != SCHEMA.names:  # written by an older collector: rebuild from the cells
+                raise ValueError("compact file of another schema")
+            ids = pa.array([n[: -len(".parquet")] for n in sorted(keep)])
+            tables.append(old.cast(SCHEMA).filter(pa.compute.is_in(old["cell_id"], value_set=ids)))
+            index.update({n: current[n] for n in keep})
+        except (OSError, pa.ArrowException, ValueError):
+            keep = set()
     for name in sorted(set(files) - keep):
         try:
             t = pq.read_table(files[name])

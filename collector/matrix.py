@@ -16,7 +16,8 @@ from collector import models
 PRESET_DIR = Path(__file__).parent / "presets"
 
 PHASES = ("infer", "train")
-MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
+INFER_ONLY_MODES = ("aot-inductor",)  # torch.export + AOTInductor package: inference only
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
 SCOPES = ("model", "step")
 DEVICES = ("auto", "cuda", "cpu")
@@ -32,6 +33,7 @@ PROTOCOL = {
     "timeout_s": (int, 1, 24 * 3600),
     "seed": (int, 0, 2**31 - 1),
     "warm_compile": (bool, None, None),
+    "portable_cache": (bool, None, None),
     "tf32": (bool, None, None),
 }
 TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
@@ -77,6 +79,7 @@ class Protocol:
     timeout_s: int = 900
     seed: int = 0
     warm_compile: bool = True
+    portable_cache: bool = False
     tf32: bool = False
 
 
@@ -156,6 +159,8 @@ def _expand(table: dict, where: str) -> list[Cell]:
         sizes = axes.get("batch_sizes") or [models.spec(name).default_batch_size]
         # scope only matters when training with a compiled model: normalise the rest to "model"
         scope = scope if (phase == "train" and mode != "eager") else "model"
+        if phase == "train" and mode in INFER_ONLY_MODES:
+            continue  # no training cell for an inference-only mode (the matrix says so if it ends empty)
         cells.extend(Cell(ref, phase, dtype, bs, mode, scope) for bs in sizes)
     return cells
 
@@ -206,5 +211,6 @@ def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix
         cells.extend(_expand(table, f"{where} include #{i + 1}"))
     unique = tuple(dict.fromkeys(cells))  # preset order: base matrix first, then includes
     if not unique:
-        raise MatrixError(f"{where}: the matrix is empty")
+        raise MatrixError(f"{where}: the matrix is empty (note: {', '.join(INFER_ONLY_MODES)} "
+                          "makes inference cells only)")
     return Matrix(name, str(raw.get("description", "")), device, Protocol(**proto), unique)

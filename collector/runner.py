@@ -128,8 +128,8 @@ class SubprocessLauncher:
             if self.worker.gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
             with open(log_path, "ab") as log:
-                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} "
-                          f"{'warm' if spec.get('warm_only') else 'cold'} ===\n".encode())
+                kind = "portable" if spec.get("portable_from") else ("warm" if spec.get("warm_only") else "cold")
+                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} {kind} ===\n".encode())
                 log.flush()
                 proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -236,8 +236,9 @@ def run_lock(run_dir: Path):
         fh.close()
 
 
-def cell_spec(cell: Cell, matrix: Matrix, device: str, warm_only: bool = False) -> dict:
-    return {"cell": asdict(cell), "protocol": asdict(matrix.protocol), "device": device, "warm_only": warm_only}
+def cell_spec(cell: Cell, matrix: Matrix, device: str, warm_only: bool = False, **extra) -> dict:
+    return {"cell": asdict(cell), "protocol": asdict(matrix.protocol), "device": device, "warm_only": warm_only,
+            **extra}
 
 
 def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
@@ -249,16 +250,29 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     log_path = run_dir / "logs" / f"{cell.cell_id}.log"
     try:
         timeout = matrix.protocol.timeout_s
-        result = launcher.run(cell_spec(cell, matrix, env["device"]), cache_dir, log_path, timeout)
+        portable = cache_dir / "portable-cache.bin"
+        portable_wanted = matrix.protocol.portable_cache and cell.mode not in ("eager", "aot-inductor")
+        extra = {"portable_path": str(portable)} if portable_wanted else {}
+        result = launcher.run(cell_spec(cell, matrix, env["device"], **extra), cache_dir, log_path, timeout)
         if cell.mode != "eager":
             result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
             result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
-        if (matrix.protocol.warm_compile and cell.mode != "eager"
-                and result.get("status") in ("ok", "accuracy_fail")):
+        compiled_ok = cell.mode != "eager" and result.get("status") in ("ok", "accuracy_fail")
+        if matrix.protocol.warm_compile and compiled_ok:
             warm = launcher.run(cell_spec(cell, matrix, env["device"], warm_only=True), cache_dir, log_path, timeout)
             if warm.get("status") == "ok":
                 result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
                 result["warm_compile_dynamo_s"] = warm.get("warm_compile_dynamo_s")
+        if portable_wanted and compiled_ok and portable.exists():
+            empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
+            try:
+                got = launcher.run(cell_spec(cell, matrix, env["device"], portable_from=str(portable)),
+                                   empty, log_path, timeout)
+            finally:
+                shutil.rmtree(empty, ignore_errors=True)
+            if got.get("status") == "ok":
+                result["portable_first_call_compiled_s"] = got.get("portable_first_call_compiled_s")
+                result["portable_load_s"] = got.get("portable_load_s")
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     result = {k: v for k, v in result.items() if k in schema.COLUMNS}

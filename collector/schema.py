@@ -11,14 +11,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
       "cudagraph_skip_reasons_json", "compile_split_json", "flops_per_step", "cache_inductor_bytes",
       "cache_triton_bytes", "gpu_index", "concurrent_cells")
-ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}}
-STATUSES = ("ok", "compile_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail", "skipped")
+# v4 AOTInductor's stages (mode aot-inductor) and the portable-cache compile
+V4 = ("aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_call_compiled_s", "portable_load_s",
+      "portable_cache_bytes")
+ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}}
+STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
+            "skipped")
 
 _f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
 _list = pa.list_(pa.float64())
@@ -48,6 +52,12 @@ FIELDS = [
     ("first_call_eager_s", _f64), ("first_call_compiled_s", _f64), ("warm_first_call_compiled_s", _f64),
     ("compile_dynamo_s", _f64), ("compile_inductor_s", _f64), ("compile_backward_s", _f64),
     ("warm_compile_dynamo_s", _f64), ("compile_times_json", _str),
+    # mode aot-inductor: torch.export, AOTInductor compile-and-package, load (s); their sum and the
+    # first run of the loaded package make first_call_compiled_s
+    ("aot_export_s", _f64), ("aot_compile_s", _f64), ("aot_load_s", _f64),
+    # portable cache (protocol portable_cache): a third process with an empty cache directory loads
+    # the artifacts the cold compile saved (torch.compiler.save/load_cache_artifacts), then compiles
+    ("portable_first_call_compiled_s", _f64), ("portable_load_s", _f64), ("portable_cache_bytes", _i64),
     # diagnostics (collector.diagnostics): null = this torch could not tell, never a guessed zero;
     # *_json are {reason: count}; compile_split_json is {stage: seconds}, cumulative and nested
     ("graph_count", _i64), ("graph_break_count", _i64), ("graph_break_reasons_json", _str),

@@ -119,3 +119,39 @@ def test_within_tolerance_rule():
     assert cell._within(0.9, 0.35, 0.05)  # up to 3x eager's own error
     assert not cell._within(1.1, 0.35, 0.05)
     assert not cell._within(float("nan"), 0.1, 0.05)
+
+
+def test_aot_inductor_cell_exports_compiles_loads_and_checks():
+    """Mode aot-inductor on the CPU for real: torch.export + AOTInductor package + load, stage times
+    recorded and inside the first compiled call, outputs checked against float64."""
+    result = cell.run_cell(_spec(TINY["mlp"], mode="aot-inductor"))
+    assert result["status"] == "ok", result.get("error")
+    stages = result["aot_export_s"] + result["aot_compile_s"] + result["aot_load_s"]
+    assert 0 < stages <= result["first_call_compiled_s"]
+    assert result["aot_compile_s"] > result["aot_load_s"]
+    assert result["accuracy_ok"] and result["output_rel_err"] < 1e-3
+    assert len(result["compiled_step_ms"]) == len(result["eager_step_ms"])
+
+
+def test_a_model_torch_export_rejects_is_an_export_error(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Could not guard on data-dependent expression")
+
+    monkeypatch.setattr(torch.export, "export", refuse)
+    result = cell.run_cell(_spec(TINY["mlp"], mode="aot-inductor"))
+    assert result["status"] == "export_error"
+    assert "torch.export failed" in result["error"] and "data-dependent" in result["error"]
+    assert result["first_call_eager_s"] > 0
+
+
+def test_portable_cache_artifacts_are_saved_and_loaded(tmp_path):
+    """The cold process saves torch.compiler cache artifacts; a process with an empty cache
+    directory loads them before its first compiled call (here in-process, on the CPU)."""
+    blob = tmp_path / "portable.bin"
+    cold = cell.run_cell({**_spec(TINY["mlp"]), "portable_path": str(blob)})
+    assert cold["status"] == "ok" and blob.stat().st_size == cold["portable_cache_bytes"] > 0
+    torch._dynamo.reset()
+    again = cell.run_cell({**_spec(TINY["mlp"]), "portable_from": str(blob), "warm_only": True})
+    assert again["status"] == "ok"
+    assert again["portable_load_s"] >= 0 and again["portable_first_call_compiled_s"] > 0
+    assert "warm_first_call_compiled_s" not in again  # the portable path, not the warm one

@@ -79,3 +79,11 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     assert collector_main(["--preset", "smoke", "--run-id", "../escape", "--out", str(out)]) == 2
     assert collector_main(["--preset", "smoke", "--run-id", "bad\x1bname", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_inference_only_mode_makes_no_training_cells():
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default", "aot-inductor"], "phases": ["infer", "train"]})
+    assert {(c.phase, c.mode) for c in m.cells} == {("infer", "default"), ("train", "default"),
+                                                     ("infer", "aot-inductor")}
+    with pytest.raises(mx.MatrixError, match="the matrix is empty.*aot-inductor makes inference cells only"):
+        mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["aot-inductor"], "phases": ["train"]})

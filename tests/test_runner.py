@@ -240,3 +240,43 @@ def test_retry_failed_measures_only_failed_cells_again(tmp_path, capsys):
     rows = {r["phase"]: r for f in (run_dir / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()}
     assert rows["train"]["status"] == "ok" and rows["infer"]["status"] == "ok"
     assert "1 already done, 1 to measure" in capsys.readouterr().out
+
+
+def test_portable_cache_runs_a_third_process_on_an_empty_cache_directory(tmp_path):
+    class Portable(FakeLauncher):
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            seen = (spec.get("portable_path"), spec.get("portable_from"), spec["warm_only"], cache_dir,
+                    sorted(p.name for p in cache_dir.iterdir()))
+            result = FakeLauncher.run(self, spec, cache_dir, log_path, timeout_s)
+            self.calls[-1] = seen
+            if spec.get("portable_path"):
+                Path(spec["portable_path"]).write_bytes(b"artifacts")
+                result["portable_cache_bytes"] = 9
+            if spec.get("portable_from"):
+                assert Path(spec["portable_from"]).read_bytes() == b"artifacts"
+                result = {"status": "ok", "portable_first_call_compiled_s": 1.5, "portable_load_s": 0.1}
+            return result
+
+    m = _matrix(phases=["infer"], portable_cache=True)
+    launcher = Portable()
+    row = measure_cell(m.cells[0], m, ENV, "pc", _mkrun(tmp_path), launcher)
+    cold, warm, portable = launcher.calls
+    assert cold[0] and not cold[1] and warm[2] and portable[1] == cold[0]
+    assert portable[3] != cold[3] and portable[4] == []  # its own cache directory, empty at the start
+    assert "portable-cache.bin" in warm[4]  # the warm process shares the cold one's directory
+    assert (row["portable_first_call_compiled_s"], row["portable_load_s"], row["portable_cache_bytes"]) == (1.5, 0.1, 9)
+    assert not portable[3].exists()
+
+
+def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
+    from collector.compact import COMPACT, META_KEY, compact_run, read_index
+
+    run_dir = collect(_matrix(), ENV, tmp_path, "oldc", FakeLauncher())
+    index = read_index(run_dir)
+    assert len(index) == 2
+    old = pq.read_table(run_dir / COMPACT)
+    old = old.drop([old.schema.names[-1]])  # as an older collector wrote it: one column fewer
+    pq.write_table(old.replace_schema_metadata({META_KEY: json.dumps(index).encode()}), run_dir / COMPACT)
+    assert compact_run(run_dir) == 2
+    assert pq.read_table(run_dir / COMPACT).schema.names == pq.read_table(
+        next((run_dir / "cells").glob("*.parquet"))).schema.names

@@ -48,6 +48,8 @@ SELECT
     graph_break_reasons_json, recompile_count, recompile_reasons_json, cudagraph_skip_count,
     cudagraph_skip_reasons_json, compile_split_json, cache_inductor_bytes, cache_triton_bytes,
     gpu_index, coalesce(concurrent_cells, 1) AS concurrent_cells,
+    aot_export_s, aot_compile_s, aot_load_s,  -- schema v4
+    portable_first_call_compiled_s, portable_load_s, portable_cache_bytes,
     -- break-even N* = extra first-call time / time saved per step (null where it never pays off)
     CASE WHEN eager_median_ms > compiled_median_ms
          THEN greatest(first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)
