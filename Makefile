@@ -28,9 +28,9 @@ RUNS ?= data/runs
 opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
 COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
-  $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) \
+  $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
-  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
+  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch)
@@ -42,10 +42,12 @@ RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or h
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  collect options: PRESET=auto|smoke|quick|default|file.toml MODELS= MODES= PHASES= DTYPES="
+	@echo "                   DYNAMIC=auto,true,false"
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
+	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"

@@ -36,9 +36,9 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
     for ax, phase in zip(axes[0], phases):
         sub = [r for r in rows if r["phase"] == phase]
         models = sorted({r["model"] for r in sub})
-        modes = [m for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
-                             "aot-inductor")
-                 if any(r["mode"] == m for r in sub)]
+        order = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
+        present = {r["mode"] for r in sub}
+        modes = [m for m in order if m in present] + sorted(present - set(order))  # e.g. "default dynamic=true"
         grid = np.full((len(models), len(modes)), np.nan)
         for r in sub:
             grid[models.index(r["model"]), modes.index(r["mode"])] = r["geomean_speedup"]
@@ -49,7 +49,8 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
             for j in range(len(modes)):
                 if not math.isnan(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.2f}x", ha="center", va="center", fontsize=9)
-        ax.set_xticks(range(len(modes)), [m.replace("-no-cudagraphs", "\n-no-cg") for m in modes], fontsize=8)
+        ax.set_xticks(range(len(modes)), [m.replace("-no-cudagraphs", "\n-no-cg").replace(" dynamic", "\ndynamic")
+                                          for m in modes], fontsize=8)
         ax.set_yticks(range(len(models)), models, fontsize=8)
         ax.set_title(f"{phase}: speedup over eager (geomean)", fontsize=10)
     return _save(fig, path)

@@ -134,6 +134,7 @@ class RunReport:
     splits: list = field(default_factory=list)
     split_stages: list = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
     peak_line: str = ""
+    sweeps: list = field(default_factory=list)
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
 
@@ -294,6 +295,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     reasons, reasons_summary = why.reason_rows(all_rows)
     efficiency = why.efficiency_rows(all_rows, peaks, cell_label)
     splits = why.split_rows(comp, cell_label, fmt_s, fmt_bytes)
+    sweeps = why.sweep_rows(all_rows, cell_label)
     known_peaks = {k: v for k, v in peaks.items() if isinstance(v, (int, float))}
     peak_line = ("Measured peak on this device (a large matrix product, once per run): "
                  + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
@@ -337,4 +339,4 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
-        efficiency=efficiency, splits=splits, peak_line=peak_line, chart_rows=chart_rows)
+        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows)

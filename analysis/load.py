@@ -180,7 +180,14 @@ def _empty_file() -> Path:
 
     from collector.schema import SCHEMA
 
-    path = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}.parquet"
-    if not path.exists():
-        pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), path)
+    import hashlib
+
+    digest = hashlib.sha1(str(SCHEMA).encode()).hexdigest()[:12]  # a changed schema gets its own file
+    path = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}-{digest}.parquet"
+    if not path.exists():  # written under a private name and renamed: concurrent reports never see half a file
+        import os
+
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), tmp)
+        os.replace(tmp, path)
     return path

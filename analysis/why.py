@@ -65,7 +65,8 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
         parts.append(f"{r['graph_break_count']} graph break(s)")
     if r.get("recompile_count"):
         parts.append(f"{r['recompile_count']} recompile(s)")
-    if r.get("cudagraph_skip_count") and r["mode"] in CUDAGRAPH_MODES:
+    base_mode = r.get("base_mode") or r["mode"]
+    if r.get("cudagraph_skip_count") and base_mode in CUDAGRAPH_MODES:
         reasons = _json(r.get("cudagraph_skip_reasons_json")) or {}
         first = next(iter(sorted(reasons, key=lambda k: -reasons[k])), None)
         parts.append("CUDA graphs skipped" + (f": {first.removeprefix('skipping cudagraphs due to ')}" if first else ""))
@@ -73,7 +74,7 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
     e_ms, c_ms = r.get("eager_median_ms"), r.get("compiled_median_ms")
     e_enq = r.get("eager_enqueue_median_ms")
     if eager_lb and not comp_lb and not _none(e_enq):
-        how = "CUDA graphs replay it" if r["mode"] in CUDAGRAPH_MODES else "fewer kernels"
+        how = "CUDA graphs replay it" if base_mode in CUDAGRAPH_MODES else "fewer kernels"
         parts.append(f"eager launch-bound (host {_fmt_time(e_enq)} per {_fmt_time(e_ms)} step); {how}")
     elif eager_lb and comp_lb and not _none(c_ms):
         parts.append(f"launch-bound both sides: compiled step {_fmt_time(c_ms)}")
@@ -196,4 +197,30 @@ def efficiency_chart_rows(rows: list[dict], peaks: dict, label) -> list[dict]:
             continue
         out.append({"label": label(r), "eager": r["eager_tflops"], "compiled": r["compiled_tflops"],
                     "peak_key": key, "peak": peak})
+    return out
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    label: str
+    sizes: str
+    first_calls: str
+    recompiles: str
+    graphs: str
+
+
+def sweep_rows(rows: list[dict], label) -> list[SweepRow]:
+    """The recompile sweep (protocol recompile_sweep): per inference cell, the other batch sizes
+    called in the same process after timing, each first call, and the recompiles they cost."""
+    out = []
+    for r in rows:
+        sizes = r.get("sweep_batch_sizes")
+        if sizes is None or len(sizes) == 0:
+            continue
+        calls = r.get("sweep_first_call_s")
+        calls = [] if calls is None else list(calls)
+        out.append(SweepRow(label(r), ", ".join(str(int(b)) for b in sizes),
+                            ", ".join(f"{t:.3f} s" if t < 10 else f"{t:.1f} s" for t in calls),
+                            "-" if _none(r.get("sweep_recompile_count")) else str(int(r["sweep_recompile_count"])),
+                            "-" if _none(r.get("sweep_graph_count")) else str(int(r["sweep_graph_count"]))))
     return out

@@ -42,6 +42,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dtypes", type=_csv(str), help=f"{', '.join(mx.DTYPES)}")
     p.add_argument("--batch-sizes", type=_csv(int), dest="batch_sizes")
     p.add_argument("--scopes", type=_csv(str), dest="compile_scopes", help=f"{', '.join(mx.SCOPES)}")
+    p.add_argument("--dynamic", type=_csv(str), help=f"torch.compile dynamic shapes: {', '.join(mx.DYNAMIC)}")
     p.add_argument("--blocks", type=int)
     p.add_argument("--steps-per-block", type=int, dest="steps_per_block")
     p.add_argument("--warmup-steps", type=int, dest="warmup_steps")
@@ -51,6 +52,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--portable-cache", choices=["0", "1"], dest="portable_cache",
                    help="also time a third process that loads the cold compile's portable cache artifacts "
                         "into an empty cache directory (torch.compiler.save/load_cache_artifacts; default 0)")
+    p.add_argument("--recompile-sweep", choices=["0", "1"], dest="recompile_sweep",
+                   help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size "
+                        "in the same process and record the first calls and recompiles (default 0)")
     p.add_argument("--tf32", choices=["0", "1"])
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
@@ -100,7 +104,7 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
-                                                          "timeout_s", "warm_compile", "portable_cache", "tf32",
+                                                          "timeout_s", "warm_compile", "portable_cache", "recompile_sweep", "tf32",
                                                           "device")}
     try:
         if args.run_id:

@@ -168,6 +168,11 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss."""
     cell = spec["cell"]
     mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
+    dynamic = {"auto": None, "true": True, "false": False}[cell.get("dynamic", "auto")]
+
+    def compile_(fn):
+        return torch.compile(fn, mode=mode, dynamic=dynamic)
+
     opt = torch.optim.AdamW(module.parameters(), lr=1e-5) if phase == "train" else None
     mark = (torch.compiler.cudagraph_mark_step_begin
             if mode in CUDAGRAPH_MODES and spec["device"] == "cuda" else (lambda: None))
@@ -192,13 +197,12 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
         eager = infer_with(module)
         if mode == "aot-inductor":
             return eager, _aoti_step(torch, spec, module, inputs, autocast, record if record is not None else {}), opt
-        compiled = None if mode == "eager" else infer_with(torch.compile(module, mode=mode))
+        compiled = None if mode == "eager" else infer_with(compile_(module))
         return eager, compiled, opt
     eager = train_body(module)
     if mode == "eager":
         return eager, None, opt
-    inner = (train_body(torch.compile(module, mode=mode)) if scope == "model"
-             else torch.compile(train_body(module), mode=mode))
+    inner = train_body(compile_(module)) if scope == "model" else compile_(train_body(module))
 
     def compiled():
         mark()
@@ -229,6 +233,47 @@ def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase):
         return _capture(torch, loss.detach(), ref, phase)
     finally:
         del ref
+
+
+SWEEP_FACTORS = (2, 4, 0.5)  # batch sizes tried after the timed one, in this order
+
+
+def _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, clock, result) -> None:
+    """In this process, after timing: call the compiled step at other batch sizes (x2, x4, /2) and
+    record each first call's time and how many recompiles the sweep cost (inference cells).
+    What it shows depends on `dynamic`: false recompiles for every size; true should not; the
+    default (auto) recompiles once, then marks the batch dimension dynamic."""
+    cell = spec["cell"]
+    name, opts = models.parse_ref(cell["model"])
+    sizes = []
+    for factor in SWEEP_FACTORS:
+        bs = max(1, int(cell["batch_size"] * factor))
+        if bs != cell["batch_size"] and bs not in sizes:
+            sizes.append(bs)
+    original = list(inputs)
+    before = diagnostics.snapshot(torch)
+    times = []
+    try:
+        for bs in sizes:
+            built = models.spec(name).build(bs, opts)
+            new = [x.to(dev) for x in built.inputs]
+            if cell["dtype"] in ("bfloat16", "float16"):
+                low = getattr(torch, cell["dtype"])
+                new = [x.to(low) if i in float_inputs else x for i, x in enumerate(new)]
+            inputs[:] = new  # the steps read this list
+            clock.sync()
+            t0 = time.perf_counter()
+            compiled_step()
+            clock.sync()
+            times.append(time.perf_counter() - t0)
+    finally:
+        inputs[:] = original
+    found = diagnostics.since(torch, before)
+    result.update(sweep_batch_sizes=[float(b) for b in sizes], sweep_first_call_s=times,
+                  sweep_recompile_count=found.get("recompile_count"),
+                  sweep_graph_count=found.get("graph_count"))
+    log(f"recompile sweep over batch sizes {sizes}: first calls {[round(t, 3) for t in times]} s, "
+        f"recompiles {found.get('recompile_count')}")
 
 
 def _save_portable(torch, path: Path, result: dict) -> None:
@@ -418,6 +463,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = rec["peak"]
         if energy_ok and rec["secs"] >= MIN_ENERGY_WINDOW_S:  # each side's own window
             result[f"{side}_energy_j"] = rec["energy"]
+    if proto.get("recompile_sweep") and compiled_step is not None and cell["phase"] == "infer":
+        stage.name = "sweep"
+        _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, clock, result)
     ok = result.get("accuracy_ok", True)
     result["status"] = "ok" if ok else "accuracy_fail"
     if not ok:

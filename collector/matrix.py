@@ -20,8 +20,10 @@ MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no
 INFER_ONLY_MODES = ("aot-inductor",)  # torch.export + AOTInductor package: inference only
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
 SCOPES = ("model", "step")
+DYNAMIC = ("auto", "true", "false")  # torch.compile(dynamic=None | True | False)
 DEVICES = ("auto", "cuda", "cpu")
-AXES = ("models", "phases", "modes", "dtypes", "batch_sizes", "compile_scopes")
+AXES = ("models", "phases", "modes", "dtypes", "batch_sizes", "compile_scopes", "dynamic")
+OPTIONAL_AXES = ("batch_sizes", "dynamic")  # default: each model's batch size; dynamic "auto"
 # protocol key -> (type, minimum, maximum)
 PROTOCOL = {
     "blocks": (int, 1, 1000),
@@ -34,6 +36,7 @@ PROTOCOL = {
     "seed": (int, 0, 2**31 - 1),
     "warm_compile": (bool, None, None),
     "portable_cache": (bool, None, None),
+    "recompile_sweep": (bool, None, None),
     "tf32": (bool, None, None),
 }
 TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
@@ -55,15 +58,20 @@ class Cell:
     batch_size: int
     mode: str
     compile_scope: str
+    dynamic: str = "auto"
 
     @property
     def cell_id(self) -> str:
-        """File-name-safe identity, stable across runs (used to resume and to pair runs)."""
+        """File-name-safe identity, stable across runs (used to resume and to pair runs); cells with
+        the default dynamic-shape behaviour keep the id they had before that axis existed."""
         parts = [self.model, self.phase, self.dtype, f"bs{self.batch_size}", self.mode, self.compile_scope]
+        if self.dynamic != "auto":
+            parts.append(f"dyn-{self.dynamic}")
         return "__".join(_SAFE.sub("-", p) for p in parts)
 
     def label(self) -> str:
-        return f"{self.model} {self.phase} {self.dtype} bs={self.batch_size} {self.mode} ({self.compile_scope})"
+        dyn = "" if self.dynamic == "auto" else f" dynamic={self.dynamic}"
+        return f"{self.model} {self.phase} {self.dtype} bs={self.batch_size} {self.mode}{dyn} ({self.compile_scope})"
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class Protocol:
     seed: int = 0
     warm_compile: bool = True
     portable_cache: bool = False
+    recompile_sweep: bool = False
     tf32: bool = False
 
 
@@ -133,7 +142,7 @@ def _check_choices(key: str, values: list, valid: tuple, where: str) -> None:
 
 def _expand(table: dict, where: str) -> list[Cell]:
     """Cells of one (sub-)matrix table that already holds every axis key it needs."""
-    missing = [k for k in AXES if k not in table and k != "batch_sizes"]
+    missing = [k for k in AXES if k not in table and k not in OPTIONAL_AXES]
     if missing:
         raise MatrixError(f"{where}: missing {', '.join(missing)}")
     axes = {k: _as_list(k, table[k], where) for k in AXES if k in table}
@@ -141,6 +150,8 @@ def _expand(table: dict, where: str) -> list[Cell]:
     _check_choices("modes", axes["modes"], MODES, where)
     _check_choices("dtypes", axes["dtypes"], DTYPES, where)
     _check_choices("compile_scopes", axes["compile_scopes"], SCOPES, where)
+    dynamics = [str(v).lower() if isinstance(v, bool) else v for v in axes.get("dynamic", ["auto"])]
+    _check_choices("dynamic", dynamics, DYNAMIC, where)
     refs = []
     for ref in axes["models"]:
         if not isinstance(ref, str):
@@ -154,14 +165,16 @@ def _expand(table: dict, where: str) -> list[Cell]:
         if isinstance(bs, bool) or not isinstance(bs, int) or not 0 < bs <= MAX_BATCH:
             raise MatrixError(f"{where}: batch size must be an integer from 1 to {MAX_BATCH}, got {bs!r}")
     cells = []
-    for (name, ref), phase, dtype, mode, scope in product(
-            refs, axes["phases"], axes["dtypes"], axes["modes"], axes["compile_scopes"]):
+    for (name, ref), phase, dtype, mode, scope, dynamic in product(
+            refs, axes["phases"], axes["dtypes"], axes["modes"], axes["compile_scopes"], dynamics):
         sizes = axes.get("batch_sizes") or [models.spec(name).default_batch_size]
         # scope only matters when training with a compiled model: normalise the rest to "model"
         scope = scope if (phase == "train" and mode != "eager") else "model"
         if phase == "train" and mode in INFER_ONLY_MODES:
             continue  # no training cell for an inference-only mode (the matrix says so if it ends empty)
-        cells.extend(Cell(ref, phase, dtype, bs, mode, scope) for bs in sizes)
+        # dynamic shapes are a torch.compile option: eager and the exported mode use the default
+        dynamic = dynamic if mode not in ("eager",) + INFER_ONLY_MODES else "auto"
+        cells.extend(Cell(ref, phase, dtype, bs, mode, scope, dynamic) for bs in sizes)
     return cells
 
 

@@ -17,9 +17,10 @@ SCHEMA_VERSION = 4
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
       "cudagraph_skip_reasons_json", "compile_split_json", "flops_per_step", "cache_inductor_bytes",
       "cache_triton_bytes", "gpu_index", "concurrent_cells")
-# v4 AOTInductor's stages (mode aot-inductor) and the portable-cache compile
-V4 = ("aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_call_compiled_s", "portable_load_s",
-      "portable_cache_bytes")
+# v4 the dynamic-shapes axis, AOTInductor's stages (mode aot-inductor) and the portable-cache compile
+V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_call_compiled_s", "portable_load_s",
+      "portable_cache_bytes", "sweep_batch_sizes", "sweep_first_call_s", "sweep_recompile_count",
+      "sweep_graph_count")
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
@@ -32,6 +33,7 @@ FIELDS = [
     ("schema_version", _i64), ("run_id", _str), ("cell_id", _str),
     ("model", _str), ("phase", _str), ("dtype", _str), ("batch_size", _i64), ("mode", _str),
     ("compile_scope", _str), ("tf32", _bool), ("device", _str),
+    ("dynamic", _str),  # torch.compile(dynamic=...): auto (None), true, false (v4; older rows: auto)
     # environment (the rest is in run.json, joined on run_id)
     ("device_name", _str), ("torch_version", _str), ("hostname", _str),
     # where it ran: physical GPU index (null: the process's default device) and how many cells
@@ -58,6 +60,10 @@ FIELDS = [
     # portable cache (protocol portable_cache): a third process with an empty cache directory loads
     # the artifacts the cold compile saved (torch.compiler.save/load_cache_artifacts), then compiles
     ("portable_first_call_compiled_s", _f64), ("portable_load_s", _f64), ("portable_cache_bytes", _i64),
+    # recompile sweep (protocol recompile_sweep, inference): after timing, the compiled step called at
+    # other batch sizes in the same process: the sizes, each first call (s), recompiles and new graphs
+    ("sweep_batch_sizes", _list), ("sweep_first_call_s", _list), ("sweep_recompile_count", _i64),
+    ("sweep_graph_count", _i64),
     # diagnostics (collector.diagnostics): null = this torch could not tell, never a guessed zero;
     # *_json are {reason: count}; compile_split_json is {stage: seconds}, cumulative and nested
     ("graph_count", _i64), ("graph_break_count", _i64), ("graph_break_reasons_json", _str),

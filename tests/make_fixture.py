@@ -29,6 +29,9 @@ EXTRA = {
     ("mlp", "infer", 32, "reduce-overhead"): {
         "cudagraph_skip_count": 1,
         "cudagraph_skip_reasons_json": json.dumps({"skipping cudagraphs due to mutated inputs (1 instances)": 1})},
+    ("resnet18", "infer", 8, "default"): {
+        "sweep_batch_sizes": [16.0, 32.0, 4.0], "sweep_first_call_s": [4.5, 0.02, 0.01],
+        "sweep_recompile_count": 1, "sweep_graph_count": 1},
     ("resnet18", "train", 64, "reduce-overhead"): {
         "flops_per_step": 1.2e12, "eager_energy_j": 25.6, "compiled_energy_j": 12.8, "gpu_power_w": 500.0,
         "compile_split_json": json.dumps({"dynamo": 15.0, "inductor": 10.0}),

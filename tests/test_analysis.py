@@ -180,3 +180,12 @@ def test_why_reasons_efficiency_and_energy_from_the_fixture(tmp_path):
     (split,) = rep.splits
     assert split.stages[0] == "15.0 s" and split.stages[2] == "10.0 s" and split.cache == "4.0 MiB"
     assert "400.0 TFLOP/s" in rep.peak_line
+
+
+def test_recompile_sweep_section_from_the_fixture():
+    loaded, runs = _loaded()
+    rep = build_run_report(loaded, runs[0], reps=100, now=NOW)
+    (w,) = rep.sweeps
+    row = _row("resnet18__infer__amp_bf16__bs8__default__model")
+    assert w.sizes == ", ".join(str(int(b)) for b in row["sweep_batch_sizes"])
+    assert (w.first_calls, w.recompiles, w.graphs) == ("4.500 s, 0.020 s, 0.010 s", "1", "1")

@@ -69,7 +69,7 @@ def test_rel_l2():
 
 
 def test_compile_failure_is_a_compile_error_row(monkeypatch):
-    def broken_compile(fn, mode=None):
+    def broken_compile(fn, mode=None, **kwargs):
         def call(*args, **kwargs):
             raise RuntimeError("inductor exploded")
         return call
@@ -82,7 +82,7 @@ def test_compile_failure_is_a_compile_error_row(monkeypatch):
 
 
 def test_nan_output_is_an_accuracy_failure(monkeypatch):
-    def nan_compile(fn, mode=None):
+    def nan_compile(fn, mode=None, **kwargs):
         return lambda *a, **k: fn(*a, **k) * float("nan")
 
     monkeypatch.setattr(torch, "compile", nan_compile)
@@ -155,3 +155,36 @@ def test_portable_cache_artifacts_are_saved_and_loaded(tmp_path):
     assert again["status"] == "ok"
     assert again["portable_load_s"] >= 0 and again["portable_first_call_compiled_s"] > 0
     assert "warm_first_call_compiled_s" not in again  # the portable path, not the warm one
+
+
+def test_dynamic_setting_reaches_torch_compile(monkeypatch):
+    seen = []
+    real = torch.compile
+
+    def spy(fn, mode=None, dynamic=None, **kwargs):
+        seen.append(dynamic)
+        return real(fn, mode=mode, dynamic=dynamic, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", spy)
+    for value, expected in (("auto", None), ("true", True), ("false", False)):
+        spec = _spec(TINY["mlp"])
+        spec["cell"]["dynamic"] = value
+        assert cell.run_cell(spec)["status"] == "ok"
+        assert seen[-1] is expected
+
+
+@pytest.mark.parametrize("dynamic, recompiles", [("false", 3), ("auto", 1), ("true", 0)])
+def test_recompile_sweep_counts_what_dynamic_shapes_cost(monkeypatch, dynamic, recompiles):
+    """After timing, the compiled step at x2, x4 and /2 the batch size in the same process: static
+    shapes recompile for each, the default once (then the batch dimension is dynamic), dynamic none."""
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None, dynamic=None, **kw: real(
+        fn, mode=mode, dynamic=dynamic, backend="eager"))
+    torch._dynamo.reset()
+    spec = _spec(TINY["mlp"], recompile_sweep=True)
+    spec["cell"].update(dynamic=dynamic, batch_size=4)
+    result = cell.run_cell(spec)
+    assert result["status"] == "ok", result.get("error")
+    assert result["sweep_batch_sizes"] == [8.0, 16.0, 2.0]
+    assert len(result["sweep_first_call_s"]) == 3
+    assert result["sweep_recompile_count"] == recompiles

@@ -87,3 +87,15 @@ def test_inference_only_mode_makes_no_training_cells():
                                                      ("infer", "aot-inductor")}
     with pytest.raises(mx.MatrixError, match="the matrix is empty.*aot-inductor makes inference cells only"):
         mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["aot-inductor"], "phases": ["train"]})
+
+
+def test_dynamic_axis_keeps_old_cell_ids_and_names_its_variants():
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["eager", "default"],
+                                  "dynamic": ["auto", "true", "false"]})
+    ids = [c.cell_id for c in m.cells]
+    assert ids == ["mlp__infer__float32__bs8__eager__model", "mlp__infer__float32__bs8__default__model",
+                   "mlp__infer__float32__bs8__default__model__dyn-true",
+                   "mlp__infer__float32__bs8__default__model__dyn-false"]  # eager: no dynamic variants
+    assert "default dynamic=true" in m.cells[2].label()
+    with pytest.raises(mx.MatrixError, match="valid dynamic: auto, true, false"):
+        mx.build_matrix("smoke", {"dynamic": ["sometimes"]})

@@ -2,7 +2,11 @@
 -- memory ratios, and compile-time break-even (steps). One row per cell of every loaded run.
 CREATE OR REPLACE TABLE stats AS
 SELECT
-    run_id, cell_id, model, phase, dtype, batch_size, mode, compile_scope, tf32, device,
+    run_id, cell_id, model, phase, dtype, batch_size,
+    -- a dynamic-shapes variant is its own mode in every table ("default dynamic=true"); base_mode
+    -- is torch.compile's mode alone
+    CASE WHEN coalesce(dynamic, 'auto') = 'auto' THEN mode ELSE mode || ' dynamic=' || dynamic END AS mode,
+    mode AS base_mode, coalesce(dynamic, 'auto') AS dynamic, compile_scope, tf32, device,
     device_name, torch_version, hostname, status, error, timing_method, blocks, steps_per_block,
     coalesce(steps_per_sample, 1) AS steps_per_sample,  -- schema v1 rows: one step per sample
     len(eager_step_ms) AS eager_n,
@@ -50,6 +54,7 @@ SELECT
     gpu_index, coalesce(concurrent_cells, 1) AS concurrent_cells,
     aot_export_s, aot_compile_s, aot_load_s,  -- schema v4
     portable_first_call_compiled_s, portable_load_s, portable_cache_bytes,
+    sweep_batch_sizes, sweep_first_call_s, sweep_recompile_count, sweep_graph_count,
     -- break-even N* = extra first-call time / time saved per step (null where it never pays off)
     CASE WHEN eager_median_ms > compiled_median_ms
          THEN greatest(first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)
