@@ -141,6 +141,14 @@ class EfficiencyRow:
     power: str
 
 
+def _power(r: dict) -> str:
+    """Board power: eager / compiled from each side's energy window (v4), else the mean over timing."""
+    e, c = r.get("eager_power_w"), r.get("compiled_power_w")
+    if not _none(e) and not _none(c):
+        return f"{e:.0f} / {c:.0f} W"
+    return "-" if _none(r.get("gpu_power_w")) else f"{r['gpu_power_w']:.0f} W"
+
+
 def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]:
     out = []
     for r in rows:
@@ -162,7 +170,7 @@ def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]
             _pct(c_t / peak) if peak and not _none(c_t) else "-",
             "-" if _none(e_j) else f"{e_j * 1e3:.3g}", "-" if _none(c_j) else f"{c_j * 1e3:.3g}",
             "-" if _none(e_j) or _none(c_j) or not e_j else f"{c_j / e_j:.2f}x",
-            "-" if _none(r.get("gpu_power_w")) else f"{r['gpu_power_w']:.0f} W"))
+            _power(r)))
     return out
 
 

@@ -34,7 +34,7 @@ TOLERANCE = {"float32": 1e-3, "float32+tf32": 1e-2, "bfloat16": 5e-2, "amp_bf16"
              "float16": 1e-2, "amp_fp16": 1e-2}
 ERROR_MULTIPLIER = 3.0
 MAX_STEPS_PER_BLOCK = 500
-MIN_ENERGY_WINDOW_S = 1.0  # shorter timing windows give no energy figure (the counter is coarse)
+ENERGY_WINDOW_S = 1.0  # energy: each side runs back to back for at least this long (the counter is coarse)
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
@@ -235,6 +235,22 @@ def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase):
         del ref
 
 
+def _energy_window(side, step, median_ms, clock, monitor, result) -> None:
+    """Energy of one side: steps back to back for at least ENERGY_WINDOW_S, the GPU's energy
+    counter read once before and once after (synchronised): joules, steps and seconds."""
+    n = max(1, math.ceil(ENERGY_WINDOW_S * 1e3 / max(median_ms, 1e-3)))
+    clock.sync()
+    e0, t0 = monitor.energy_j(), time.perf_counter()
+    for _ in range(n):
+        step()
+    clock.sync()
+    e1, secs = monitor.energy_j(), time.perf_counter() - t0
+    if e0 is not None and e1 is not None:
+        result.update({f"{side}_energy_j": e1 - e0, f"{side}_energy_steps": n, f"{side}_energy_window_s": secs})
+    log(f"energy window {side}: {n} steps in {secs:.2f} s" + (f", {e1 - e0:.1f} J" if e0 is not None
+                                                              and e1 is not None else ""))
+
+
 SWEEP_FACTORS = (2, 4, 0.5)  # batch sizes tried after the timed one, in this order
 
 
@@ -423,8 +439,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     result["steps_per_block"] = spb
     result["steps_per_sample"] = k
     sides = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
-    samples = {s: {"step": [], "enq": [], "wall": [], "peak": (0, 0), "energy": 0.0, "secs": 0.0}
-               for s, _ in sides}
+    samples = {s: {"step": [], "enq": [], "wall": [], "peak": (0, 0), "secs": 0.0} for s, _ in sides}
     monitor = None
     if cuda:
         from collector.nvml import NvmlMonitor
@@ -438,12 +453,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             rec = samples[side]
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
-            e0 = monitor.energy_j() if energy_ok else None
             w0 = time.perf_counter()
             blk = clock.block(step, spb, k)
             rec["secs"] += time.perf_counter() - w0
-            if energy_ok:
-                rec["energy"] += monitor.energy_j() - e0
             rec["step"] += blk.step_ms
             rec["enq"] += blk.enqueue_ms
             rec["wall"].append(blk.wall_ms_per_step)
@@ -451,6 +463,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
                 rec["peak"] = tuple(max(a, b) for a, b in zip(rec["peak"], peaks()))
     windows = ", ".join(f"{side} {rec['secs']:.2f} s" for side, rec in samples.items())
     log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows})")
+    if energy_ok:
+        for side, step in sides:
+            _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
     if monitor:
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
@@ -461,8 +476,6 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         result[f"{side}_block_wall_ms"] = rec["wall"]
         if cuda:
             result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = rec["peak"]
-        if energy_ok and rec["secs"] >= MIN_ENERGY_WINDOW_S:  # each side's own window
-            result[f"{side}_energy_j"] = rec["energy"]
     if proto.get("recompile_sweep") and compiled_step is not None and cell["phase"] == "infer":
         stage.name = "sweep"
         _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, clock, result)

@@ -20,7 +20,8 @@ V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "
 # v4 the dynamic-shapes axis, AOTInductor's stages (mode aot-inductor) and the portable-cache compile
 V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_call_compiled_s", "portable_load_s",
       "portable_cache_bytes", "sweep_batch_sizes", "sweep_first_call_s", "sweep_recompile_count",
-      "sweep_graph_count")
+      "sweep_graph_count", "eager_energy_steps", "compiled_energy_steps", "eager_energy_window_s",
+      "compiled_energy_window_s")
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
@@ -86,6 +87,10 @@ FIELDS = [
     # NVML during timing (GPU only; null on the CPU, never faked)
     ("gpu_util_pct", _f64), ("gpu_power_w", _f64), ("sm_clock_mhz", _f64), ("gpu_temp_c", _f64),
     ("eager_energy_j", _f64), ("compiled_energy_j", _f64),
+    # v4: energy over one back-to-back window per side after the timed blocks (steps, seconds);
+    # v3 rows summed the energy over the side's timed blocks (steps = samples x steps_per_sample)
+    ("eager_energy_steps", _i64), ("compiled_energy_steps", _i64),
+    ("eager_energy_window_s", _f64), ("compiled_energy_window_s", _f64),
 ]
 SCHEMA = pa.schema(FIELDS)
 COLUMNS = tuple(name for name, _ in FIELDS)

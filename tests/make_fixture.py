@@ -27,6 +27,9 @@ EXTRA = {
         "graph_break_count": 2, "graph_break_reasons_json": json.dumps({"Unsupported: print()": 2}),
         "recompile_count": 1, "recompile_reasons_json": json.dumps({"size mismatch at index 0": 1})},
     ("mlp", "infer", 32, "reduce-overhead"): {
+        # v4 energy: one window per side with its own step count (2 J / 1000 steps, 1 J / 2000 steps, 1 s)
+        "eager_energy_j": 2.0, "eager_energy_steps": 1000, "eager_energy_window_s": 1.0,
+        "compiled_energy_j": 1.0, "compiled_energy_steps": 2000, "compiled_energy_window_s": 1.0,
         "cudagraph_skip_count": 1,
         "cudagraph_skip_reasons_json": json.dumps({"skipping cudagraphs due to mutated inputs (1 instances)": 1})},
     ("resnet18", "infer", 8, "default"): {

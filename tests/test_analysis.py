@@ -169,13 +169,17 @@ def test_why_reasons_efficiency_and_energy_from_the_fixture(tmp_path):
     assert reasons == {("graph break", "Unsupported: print()"): (2, 1),
                        ("recompile", "size mismatch at index 0"): (1, 1),
                        ("CUDA-graph skip", "skipping cudagraphs due to mutated inputs (1 instances)"): (1, 1)}
-    (eff,) = rep.efficiency
+    effs = {e.label: e for e in rep.efficiency}
+    # v4 energy windows: 2 J / 1000 steps / 32 = 0.0625 mJ per sample, 1 J / 2000 / 32 = 0.015625; 2 W and 1 W
+    v4 = effs["mlp infer amp_bf16 bs32 reduce-overhead"]
+    assert (v4.eager_mj, v4.compiled_mj, v4.energy_ratio, v4.power) == ("0.0625", "0.0156", "0.25x", "2 / 1 W")
+    eff = effs["resnet18 train amp_bf16 bs64 reduce-overhead"]
     row = _row("resnet18__train__amp_bf16__bs64__reduce-overhead__model")
     e_tf = 1.2e12 / (statistics.median(row["eager_step_ms"]) / 1e3) / 1e12
     c_tf = 1.2e12 / (statistics.median(row["compiled_step_ms"]) / 1e3) / 1e12
     assert eff.eager_tflops == f"{e_tf:.0f}" and eff.compiled_tflops == f"{c_tf:.0f}"
     assert eff.eager_pct == f"{100 * e_tf / 400:.0f}%" and eff.compiled_pct == f"{100 * c_tf / 400:.0f}%"
-    # energy per sample = J / (samples x steps per sample) / batch: 25.6 / 40 / 64 = 10 mJ, 12.8 -> 5 mJ
+    # v3 energy per sample = J / (samples x steps per sample) / batch: 25.6 / 40 / 64 = 10 mJ, 12.8 -> 5 mJ
     assert (eff.eager_mj, eff.compiled_mj, eff.energy_ratio) == ("10", "5", "0.50x")
     (split,) = rep.splits
     assert split.stages[0] == "15.0 s" and split.stages[2] == "10.0 s" and split.cache == "4.0 MiB"

@@ -188,3 +188,25 @@ def test_recompile_sweep_counts_what_dynamic_shapes_cost(monkeypatch, dynamic, r
     assert result["sweep_batch_sizes"] == [8.0, 16.0, 2.0]
     assert len(result["sweep_first_call_s"]) == 3
     assert result["sweep_recompile_count"] == recompiles
+
+
+def test_energy_window_reads_the_counter_around_back_to_back_steps():
+    class Monitor:
+        def __init__(self):
+            self.readings = iter([100.0, 112.5])
+
+        def energy_j(self):
+            return next(self.readings)
+
+    class Clock:
+        syncs = 0
+
+        def sync(self):
+            Clock.syncs += 1
+
+    calls = []
+    result = {}
+    cell._energy_window("compiled", lambda: calls.append(1), 4.0, Clock(), Monitor(), result)
+    assert len(calls) == 250  # ceil(1 s / 4 ms): the window lasts at least ENERGY_WINDOW_S of steps
+    assert result["compiled_energy_j"] == 12.5 and result["compiled_energy_steps"] == 250
+    assert result["compiled_energy_window_s"] >= 0 and Clock.syncs == 2

@@ -40,8 +40,12 @@ SELECT
     output_rel_err, grad_rel_err, tolerance, accuracy_ok,
     gpu_util_pct, gpu_power_w, sm_clock_mhz, gpu_temp_c, eager_energy_j, compiled_energy_j,
     -- energy per step and per sample (one batch item): the side's energy over the steps it timed
-    eager_energy_j / (eager_n * coalesce(steps_per_sample, 1)) AS eager_energy_per_step_j,
-    compiled_energy_j / (compiled_n * coalesce(steps_per_sample, 1)) AS compiled_energy_per_step_j,
+    -- (v4: one back-to-back window per side with its own step count; v3: the timed blocks)
+    eager_energy_j / coalesce(eager_energy_steps, eager_n * coalesce(steps_per_sample, 1)) AS eager_energy_per_step_j,
+    compiled_energy_j / coalesce(compiled_energy_steps, compiled_n * coalesce(steps_per_sample, 1))
+        AS compiled_energy_per_step_j,
+    eager_energy_j / eager_energy_window_s AS eager_power_w,
+    compiled_energy_j / compiled_energy_window_s AS compiled_power_w,
     eager_energy_per_step_j / batch_size AS eager_energy_per_sample_j,
     compiled_energy_per_step_j / batch_size AS compiled_energy_per_sample_j,
     -- work and achieved rate: FLOPs of one eager step over each side's median step time
