@@ -130,6 +130,7 @@ class RunReport:
     notes: list[str]
     reasons: list = field(default_factory=list)
     reasons_summary: str = ""
+    reasons_known: bool = False
     efficiency: list = field(default_factory=list)
     splits: list = field(default_factory=list)
     split_stages: list = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
@@ -339,4 +340,5 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
-        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows)
+        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows,
+        reasons_known=reasons_summary.startswith("Reasons counted"))
