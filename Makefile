@@ -57,7 +57,7 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 
 $(VENV)/.report-deps: pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/pip install -q "duckdb>=1.1" "pandas>=2.0" "pyarrow>=14" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7"
+	$(VENV)/bin/pip install -q "duckdb>=1.3" "pandas>=2.0" "pyarrow>=14" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7"
 	touch $@
 
 $(VENV)/.collect-deps: $(VENV)/.report-deps

@@ -71,15 +71,19 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
         first = next(iter(sorted(reasons, key=lambda k: -reasons[k])), None)
         parts.append("CUDA graphs skipped" + (f": {first.removeprefix('skipping cudagraphs due to ')}" if first else ""))
     eager_lb, comp_lb = r.get("eager_launch_bound"), r.get("compiled_launch_bound")
-    e_ms, c_ms = r.get("eager_median_ms"), r.get("compiled_median_ms")
-    e_enq = r.get("eager_enqueue_median_ms")
-    if eager_lb and not comp_lb and not _none(e_enq):
+    e_share, c_share = r.get("eager_launch_ratio"), r.get("compiled_launch_ratio")
+    c_ms = r.get("compiled_median_ms")
+    if eager_lb and not comp_lb and not _none(e_share):
         how = "CUDA graphs replay it" if base_mode in CUDAGRAPH_MODES else "fewer kernels"
-        parts.append(f"eager launch-bound (host {_fmt_time(e_enq)} per {_fmt_time(e_ms)} step); {how}")
+        tail = "" if _none(c_share) else f", compiled {_pct(c_share)}"
+        parts.append(f"eager launch-bound (host {_pct(e_share)} of the step{tail}); {how}")
     elif eager_lb and comp_lb and not _none(c_ms):
-        parts.append(f"launch-bound both sides: compiled step {_fmt_time(c_ms)}")
+        parts.append(f"launch-bound both sides (host {_pct(e_share)} / {_pct(c_share)}): compiled step "
+                     f"{_fmt_time(c_ms)}")
     elif comp_lb and not _none(c_ms):
-        parts.append(f"compiled launch-bound ({_fmt_time(c_ms)} step)")
+        parts.append(f"compiled launch-bound (host {_pct(c_share)} of a {_fmt_time(c_ms)} step)")
+    elif not _none(e_share) and e_share >= 0.6:
+        parts.append(f"host {_pct(e_share)} of the eager step")
     key, peak = peak_of(r, peaks)
     if peak and not _none(r.get("eager_tflops")) and not _none(r.get("compiled_tflops")):
         parts.append(f"{_pct(r['eager_tflops'] / peak)} -> {_pct(r['compiled_tflops'] / peak)} of {key} peak")

@@ -193,3 +193,36 @@ def test_recompile_sweep_section_from_the_fixture():
     row = _row("resnet18__infer__amp_bf16__bs8__default__model")
     assert w.sizes == ", ".join(str(int(b)) for b in row["sweep_batch_sizes"])
     assert (w.first_calls, w.recompiles, w.graphs) == ("4.500 s, 0.020 s, 0.010 s", "1", "1")
+
+
+def test_launch_bound_judged_on_an_empty_launch_queue(tmp_path):
+    """A GPU-bound step fills the launch queue, and then every enqueue lasts as long as the device
+    step; only each block's first sample (after the block's synchronise) shows the host's own time."""
+    import json as _json
+
+    from collector.schema import write_row
+
+    run = tmp_path / "lb"
+    (run / "cells").mkdir(parents=True)
+    blocks, spb = 4, 5
+    step = [10.0] * (blocks * spb)
+    cases = {  # first sample of a block 4 ms of host time, the rest wait on a full queue (~10 ms)
+        "gpu_bound": [4.0 if i % spb == 0 else 9.9 for i in range(blocks * spb)],
+        "launch_bound": [9.8] * (blocks * spb),
+    }
+    for name, enq in cases.items():
+        write_row({"run_id": "lb", "cell_id": name, "model": name, "phase": "infer", "dtype": "amp_bf16",
+                   "batch_size": 8, "mode": "default", "compile_scope": "model", "device": "cuda",
+                   "status": "ok", "blocks": blocks, "steps_per_block": spb, "steps_per_sample": 1,
+                   "eager_step_ms": step, "compiled_step_ms": step, "eager_enqueue_ms": enq,
+                   "compiled_enqueue_ms": enq}, run / "cells" / f"{name}.parquet")
+    (run / "run.json").write_text(_json.dumps({"run_id": "lb", "environment": {"device": "cuda"},
+                                               "protocol": {}, "sessions": []}))
+    loaded, _ = _loaded(tmp_path)
+    got = dict(loaded.con.execute("SELECT cell_id, eager_launch_bound FROM stats").fetchall())
+    ratios = dict(loaded.con.execute("SELECT cell_id, eager_launch_ratio FROM stats").fetchall())
+    assert got == {"gpu_bound": False, "launch_bound": True}
+    assert ratios["gpu_bound"] == pytest.approx(0.4) and ratios["launch_bound"] == pytest.approx(0.98)
+    # the median over all samples would have called both launch-bound
+    medians = dict(loaded.con.execute("SELECT cell_id, eager_enqueue_median_ms FROM stats").fetchall())
+    assert medians["gpu_bound"] >= 0.9 * 10.0
