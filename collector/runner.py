@@ -186,11 +186,24 @@ def _project_sha() -> str | None:
         return None
 
 
+def source_fingerprint() -> str:
+    """SHA-1 over the collector's own source files (path and content): which measuring code ran,
+    also where the checkout's git metadata is missing or stale (a copied working tree)."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for path in sorted((PROJECT_ROOT / "collector").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".toml"):
+            digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
     """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
     manifest_path = run_dir / "run.json"
     session = {"started_at": _now(), "hostname": env.get("hostname"), "preset": matrix.preset,
-               "project_git_sha": _project_sha(), "cells_in_matrix": len(matrix.cells)}
+               "project_git_sha": _project_sha(), "collector_source_sha1": source_fingerprint(),
+               "cells_in_matrix": len(matrix.cells)}
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
         old = manifest["environment"]

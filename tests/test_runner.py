@@ -280,3 +280,16 @@ def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
     assert compact_run(run_dir) == 2
     assert pq.read_table(run_dir / COMPACT).schema.names == pq.read_table(
         next((run_dir / "cells").glob("*.parquet"))).schema.names
+
+
+def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeypatch):
+    from collector import runner
+
+    run_dir = collect(_matrix(), ENV, tmp_path, "fp", FakeLauncher())
+    first = json.loads((run_dir / "run.json").read_text())["sessions"][-1]["collector_source_sha1"]
+    assert len(first) == 16 and first == runner.source_fingerprint()
+    fake_root = tmp_path / "copy"
+    (fake_root / "collector").mkdir(parents=True)
+    (fake_root / "collector" / "cell.py").write_text("changed")
+    monkeypatch.setattr(runner, "PROJECT_ROOT", fake_root)
+    assert runner.source_fingerprint() != first  # other code, another fingerprint
