@@ -293,3 +293,24 @@ def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeyp
     (fake_root / "collector" / "cell.py").write_text("changed")
     monkeypatch.setattr(runner, "PROJECT_ROOT", fake_root)
     assert runner.source_fingerprint() != first  # other code, another fingerprint
+
+
+def test_shipped_h200_run_resumes_under_the_current_default_preset(tmp_path, capsys):
+    """The next GPU session continues data/examples/default-h200: the current preset and protocol
+    must accept it and measure only the cells it lacks."""
+    import shutil
+
+    from conftest import ROOT
+
+    src = ROOT / "data" / "examples" / "default-h200"
+    shutil.copytree(src, tmp_path / "default-h200")
+    env = json.loads((src / "run.json").read_text())["environment"]
+    done = {p.stem for p in (src / "cells").glob("*.parquet")}
+    m = mx.build_matrix("default")
+    assert done <= {c.cell_id for c in m.cells}  # every measured cell is still in the preset
+    launcher = FakeLauncher()
+    collect(m, env, tmp_path, "default-h200", launcher)
+    out = capsys.readouterr().out
+    assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in out
+    cold = [c for c in launcher.calls if not c[2]]
+    assert len(cold) == len(m.cells) - len(done)
