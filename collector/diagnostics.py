@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 
 MAX_REASON_CHARS = 300
+UNLOGGED = "reason not logged (Inductor skips CPU graphs silently)"
 # CompilationMetrics fields (microseconds, cumulative and nested: Dynamo includes AOTAutograd,
 # which includes Inductor, which includes code generation) -> our names, in seconds
 SPLIT_FIELDS = {
@@ -122,6 +123,9 @@ def since(torch, before: dict) -> dict:
     out["recompile_count"] = sum(recompiles.values()) if has_recompile else None
     out["recompile_reasons"] = dict(recompiles) if has_recompile else None
     if logged is not None:
+        unlogged = (out["cudagraph_skip_count"] or 0) - sum(logged.values())
+        if unlogged > 0:  # Inductor bumps the counter without a message for graphs on the CPU
+            logged[UNLOGGED] = unlogged
         out["cudagraph_skip_reasons"] = logged
     elif all(hasattr(m, "cudagraph_skip_reason") for m in new):
         out["cudagraph_skip_reasons"] = dict(Counter(_short(m.cudagraph_skip_reason) for m in new

@@ -120,3 +120,11 @@ def test_cudagraph_skips_counted_with_their_logged_reasons():
     found = diagnostics.since(torch, before)
     assert found["cudagraph_skip_count"] == 1
     assert found["cudagraph_skip_reasons"] == {"skipping cudagraphs due to mutated inputs (1 instances)": 1}
+
+
+def test_silent_cudagraph_skips_are_counted_as_unlogged_not_dropped():
+    before = diagnostics.snapshot(torch)
+    torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] += 1  # what Inductor does for CPU graphs
+    found = diagnostics.since(torch, before)
+    assert found["cudagraph_skip_count"] == 1
+    assert found["cudagraph_skip_reasons"] == {diagnostics.UNLOGGED: 1}
