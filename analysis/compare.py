@@ -10,6 +10,7 @@ baselines (A/A) in the two runs. Summary ratios are geometric means with bootstr
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,8 +84,37 @@ class CompareReport:
     trend_runs: list[str]
     trend: list[tuple[str, list[str]]]
     skipped_files: list[tuple[str, str]]
+    diag_changes: list = field(default_factory=list)  # (label, what changed, reasons new in B)
+    diag_known: int = 0  # paired compiled cells with diagnostics on both sides
     charts: dict = field(default_factory=dict)
     chart_rows: dict = field(default_factory=dict)
+
+
+DIAG_FIELDS = (("graphs", "graphs"), ("breaks", "graph breaks"), ("recompiles", "recompiles"),
+               ("cg_skips", "CUDA-graph skips"))
+REASON_FIELDS = ("break_reasons", "recompile_reasons", "cg_reasons")
+
+
+def diagnostic_changes(pairs: list[dict]) -> tuple[list[tuple[str, str, str]], int]:
+    """Per paired compiled cell: counts that differ between A and B, and the reasons B has that
+    A had not (a new graph break, a new recompile reason). Returns (rows, cells compared)."""
+    rows, known = [], 0
+    for p in pairs:
+        if p["mode"] == "eager" or p.get("graphs_a") is None or p.get("graphs_b") is None:
+            continue
+        known += 1
+        changed = [f"{name} {int(p[k + '_a'])} -> {int(p[k + '_b'])}" for k, name in DIAG_FIELDS
+                   if p.get(k + "_a") is not None and p.get(k + "_b") is not None and p[k + "_a"] != p[k + "_b"]]
+        new = []
+        for k in REASON_FIELDS:
+            try:
+                old = set(json.loads(p.get(k + "_a") or "{}"))
+                new += [r for r in json.loads(p.get(k + "_b") or "{}") if r not in old]
+            except (TypeError, ValueError):
+                continue
+        if changed or new:
+            rows.append((cell_label(p), "; ".join(changed) or "same counts", "; ".join(new)))
+    return rows, known
 
 
 def _pct(r: float) -> str:
@@ -259,6 +289,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     forest = sorted(((r.label, float(np.exp(np.median(fam["speedup"][p["cell_id"]]))),
                       *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
                      for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
+    diag_rows, diag_known = diagnostic_changes(pairs)
     return CompareReport(
         title=f"torch.compile comparison: {b.run_id} against {a.run_id}", baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -267,4 +298,4 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         improvements=[r for r in rows if r.speedup_change.call == "improved"], pairs=rows,
         unpaired=unpaired, noise_floor=f"{(floor - 1) * 100:.1f}%", noise_lines=noise_lines, environment=env,
         trend_runs=trend_ids, trend=trend, skipped_files=list(loaded.skipped),
-        chart_rows={"forest": forest})
+        diag_changes=diag_rows, diag_known=diag_known, chart_rows={"forest": forest})

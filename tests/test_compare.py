@@ -13,8 +13,9 @@ from collector.schema import write_row
 ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "1.0"}
 
 
-def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0):
-    """cells: {cell_id: (eager_ms, compiled_ms or None, status)}; 8 blocks x 10 samples, 2% noise."""
+def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0, diag=None):
+    """cells: {cell_id: (eager_ms, compiled_ms or None, status)}; 8 blocks x 10 samples, 2% noise.
+    diag: {cell_id: extra columns} (diagnostics)."""
     d = root / run_id / "cells"
     d.mkdir(parents=True)
     for cid, (e, c, status) in cells.items():
@@ -27,6 +28,7 @@ def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0):
                "first_call_eager_s": 0.1, "first_call_compiled_s": 10.0}
         if c is not None:
             row["compiled_step_ms"] = list(c * (1 + 0.02 * rng.standard_normal(80)))
+        row.update((diag or {}).get(cid, {}))
         write_row(row, d / f"{cid}.parquet")
     (root / run_id / "run.json").write_text(json.dumps({"run_id": run_id, "environment": env or ENV,
                                                         "preset": "p", "protocol": {"blocks": 8}}))
@@ -108,3 +110,25 @@ def test_committed_aa_comparison_calls_no_cell(tmp_path):
     assert rep.regressions == [] and rep.improvements == []
     assert all(p.speedup_change.call != "regressed" for p in rep.pairs)
     assert not any(" is " in h and "faster in" in h or "slower in" in h for h in rep.headline)
+
+
+def test_diagnostics_that_changed_between_runs(tmp_path):
+    """A graph break that appears in B (with its reason) is listed; unchanged cells are not."""
+    base = {"graph_count": 1, "graph_break_count": 0, "recompile_count": 0, "cudagraph_skip_count": 0,
+            "graph_break_reasons_json": "{}", "recompile_reasons_json": "{}", "cudagraph_skip_reasons_json": "{}"}
+    c = cells(3)
+    diag_a = {cid: base for cid in c if "__default__" in cid}
+    diag_b = dict(diag_a)
+    broken = "m01__train__amp_bf16__bs8__default__model"
+    diag_b[broken] = {**base, "graph_count": 2, "graph_break_count": 1,
+                      "graph_break_reasons_json": json.dumps({"Unsupported: torch.foo": 1})}
+    rng = np.random.default_rng(3)
+    write_run(tmp_path, "A", c, rng, diag=diag_a)
+    write_run(tmp_path, "B", c, rng, diag=diag_b)
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=200, now="x")
+    assert rep.diag_known == 3
+    assert rep.diag_changes == [("m01 train amp_bf16 bs8 default", "graphs 1 -> 2; graph breaks 0 -> 1",
+                                 "Unsupported: torch.foo")]

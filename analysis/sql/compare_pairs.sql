@@ -8,7 +8,14 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.first_call_compiled_s AS cold_a, b.first_call_compiled_s AS cold_b,
        a.warm_first_call_compiled_s AS warm_a, b.warm_first_call_compiled_s AS warm_b,
        a.compiled_peak_allocated_bytes AS mem_a, b.compiled_peak_allocated_bytes AS mem_b,
-       a.error AS error_a, b.error AS error_b
+       a.error AS error_a, b.error AS error_b,
+       a.graph_count AS graphs_a, b.graph_count AS graphs_b,
+       a.graph_break_count AS breaks_a, b.graph_break_count AS breaks_b,
+       a.recompile_count AS recompiles_a, b.recompile_count AS recompiles_b,
+       a.cudagraph_skip_count AS cg_skips_a, b.cudagraph_skip_count AS cg_skips_b,
+       a.graph_break_reasons_json AS break_reasons_a, b.graph_break_reasons_json AS break_reasons_b,
+       a.recompile_reasons_json AS recompile_reasons_a, b.recompile_reasons_json AS recompile_reasons_b,
+       a.cudagraph_skip_reasons_json AS cg_reasons_a, b.cudagraph_skip_reasons_json AS cg_reasons_b
 FROM stats a JOIN stats b ON a.cell_id = b.cell_id
 WHERE a.run_id = $baseline AND b.run_id = $candidate
 ORDER BY a.phase, a.model, a.dtype, a.batch_size, a.mode, a.compile_scope;
