@@ -100,8 +100,8 @@ def diagnostic_changes(pairs: list[dict]) -> tuple[list[tuple[str, str, str]], i
     A had not (a new graph break, a new recompile reason). Returns (rows, cells compared)."""
     rows, known = [], 0
     for p in pairs:
-        if p["mode"] == "eager" or p.get("graphs_a") is None or p.get("graphs_b") is None:
-            continue
+        if p["mode"] == "eager" or p.get("recompiles_a") is None or p.get("recompiles_b") is None:
+            continue  # schema < 3 (or a torch that could not tell): not all four counts are known
         known += 1
         changed = [f"{name} {int(p[k + '_a'])} -> {int(p[k + '_b'])}" for k, name in DIAG_FIELDS
                    if p.get(k + "_a") is not None and p.get(k + "_b") is not None and p[k + "_a"] != p[k + "_b"]]
