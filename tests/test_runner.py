@@ -314,3 +314,54 @@ def test_shipped_h200_run_resumes_under_the_current_default_preset(tmp_path, cap
     assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in out
     cold = [c for c in launcher.calls if not c[2]]
     assert len(cold) == len(m.cells) - len(done)
+
+
+def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_running_ones(tmp_path):
+    """Two workers on the real subprocess launcher; Ctrl-C while both have a cell running: the
+    finished cells stay, the running ones' process groups die, no partial file is left."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest import ROOT
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPU cores")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # a fake cell: the first two to take a token finish at once, every later one hangs
+    fake = _fake_python(tmp_path, (
+        f'sleep 300 & echo $! > {pids}/$$.child; '
+        f'if mkdir {pids}/token1 2>/dev/null || mkdir {pids}/token2 2>/dev/null; then kill %1; '
+        'echo \'{"status": "ok", "eager_step_ms": [2.0], "compiled_step_ms": [1.0]}\' > "$4"; exit 0; fi; wait'))
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from collector import matrix as mx
+        from collector.runner import SubprocessLauncher, Worker, collect
+        m = mx.build_matrix("smoke", {{"models": ["mlp"], "modes": ["default"], "phases": ["infer", "train"],
+                                       "batch_sizes": [1, 2, 4], "warm_compile": False}})
+        env = {ENV!r}
+        workers = [Worker(gpu=0, cpus=({cores[0]},)), Worker(gpu=1, cpus=({cores[1]},))]
+        try:
+            collect(m, env, {str(tmp_path)!r}, "cc", SubprocessLauncher({fake!r}), workers=workers)
+        except KeyboardInterrupt:
+            sys.exit(130)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while len([p for p in pids.iterdir() if p.suffix == ".child"]) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)  # two finished cells and two hanging ones
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    assert "interrupted: 2 cell(s) finished in this session are saved" in out
+    cells = tmp_path / "cc" / "cells"
+    assert len(list(cells.glob("*.parquet"))) == 2 and not list(cells.glob(".*tmp"))
+    time.sleep(0.3)
+    for child in pids.glob("*.child"):
+        assert not _alive(int(child.read_text()))  # the hanging cells' process groups were killed
