@@ -41,8 +41,9 @@ def outcome_line(row: dict) -> str:
 class Progress:
     """Prints one line when a cell starts and one when it ends, with an estimate of what remains."""
 
-    def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic):
-        self.total, self.out, self.clock = total, out, clock
+    def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
+                 workers: int = 1):
+        self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
         self.t0 = clock()
         self.durations: list[float] = []
         self.rows: list[dict] = []
@@ -53,7 +54,9 @@ class Progress:
     def start(self, k: int, label: str) -> None:
         elapsed = self.clock() - self.t0
         left = self.total - k + 1
-        eta = f", about {fmt_duration(statistics.fmean(self.durations) * left)} left" if self.durations else ""
+        # cells run `workers` at a time, so the remaining cells take 1/workers of their summed time
+        eta = (f", about {fmt_duration(statistics.fmean(self.durations) * left / self.workers)} left"
+               if self.durations else "")
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
     def done(self, row: dict, seconds: float, label: str | None = None) -> None:

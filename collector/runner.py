@@ -344,7 +344,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         print(f"run {run_id}: {len(matrix.cells)} cells in matrix '{matrix.preset}', {already} already done, "
               f"{len(todo)} to measure on {env['device']} ({env['device_name']}){where}, "
               f"torch {env['torch_version']}", file=out, flush=True)
-        progress = Progress(len(todo), out=out, clock=clock)
+        progress = Progress(len(todo), out=out, clock=clock, workers=len(workers))
         lock = threading.Lock()
         queue = list(enumerate(todo, 1))
         stop = threading.Event()

@@ -365,3 +365,18 @@ def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_runni
     time.sleep(0.3)
     for child in pids.glob("*.child"):
         assert not _alive(int(child.read_text()))  # the hanging cells' process groups were killed
+
+
+def test_progress_estimate_divides_by_the_workers():
+    import io
+
+    from collector.progress import Progress
+
+    t = [0.0]
+    for workers, expected in ((1, "about 4m00s left"), (2, "about 2m00s left")):
+        out = io.StringIO()
+        p = Progress(5, out=out, clock=lambda: t[0], workers=workers)
+        p.start(1, "a")
+        p.done({"cell_id": "a", "status": "ok"}, 60.0)
+        p.start(2, "b")  # 4 cells left at 60 s each
+        assert expected in out.getvalue().splitlines()[-1]
