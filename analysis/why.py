@@ -142,7 +142,24 @@ class EfficiencyRow:
     eager_mj: str
     compiled_mj: str
     energy_ratio: str
+    energy_step: str
     power: str
+    telemetry: str
+
+
+def _pair(a, b, unit: str, digits: int) -> str:
+    if _none(a) and _none(b):
+        return "-"
+    f = (lambda v: "-" if _none(v) else f"{v:.{digits}g}")
+    return f"{f(a)} / {f(b)} {unit}"
+
+
+def _telemetry(r: dict) -> str:
+    """NVML means while timing (both sides): GPU utilisation, SM clock, maximum temperature."""
+    parts = [None if _none(r.get("gpu_util_pct")) else f"{r['gpu_util_pct']:.0f}%",
+             None if _none(r.get("sm_clock_mhz")) else f"{r['sm_clock_mhz']:.0f} MHz",
+             None if _none(r.get("gpu_temp_c")) else f"{r['gpu_temp_c']:.0f} C"]
+    return " / ".join(p or "-" for p in parts) if any(parts) else "-"
 
 
 def _power(r: dict) -> str:
@@ -174,7 +191,8 @@ def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]
             _pct(c_t / peak) if peak and not _none(c_t) else "-",
             "-" if _none(e_j) else f"{e_j * 1e3:.3g}", "-" if _none(c_j) else f"{c_j * 1e3:.3g}",
             "-" if _none(e_j) or _none(c_j) or not e_j else f"{c_j / e_j:.2f}x",
-            _power(r)))
+            _pair(r.get("eager_energy_per_step_j"), r.get("compiled_energy_per_step_j"), "J", 3),
+            _power(r), _telemetry(r)))
     return out
 
 

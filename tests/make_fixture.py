@@ -37,6 +37,7 @@ EXTRA = {
         "sweep_recompile_count": 1, "sweep_graph_count": 1},
     ("resnet18", "train", 64, "reduce-overhead"): {
         "flops_per_step": 1.2e12, "eager_energy_j": 25.6, "compiled_energy_j": 12.8, "gpu_power_w": 500.0,
+        "gpu_util_pct": 80.0, "sm_clock_mhz": 1980.0, "gpu_temp_c": 45.0,
         "compile_split_json": json.dumps({"dynamo": 15.0, "inductor": 10.0}),
         "cache_inductor_bytes": 3 * 2**20, "cache_triton_bytes": 2**20, "recompile_count": 0,
         "graph_break_reasons_json": "{}", "recompile_reasons_json": "{}", "cudagraph_skip_reasons_json": "{}"},

@@ -181,6 +181,8 @@ def test_why_reasons_efficiency_and_energy_from_the_fixture(tmp_path):
     assert eff.eager_pct == f"{100 * e_tf / 400:.0f}%" and eff.compiled_pct == f"{100 * c_tf / 400:.0f}%"
     # v3 energy per sample = J / (samples x steps per sample) / batch: 25.6 / 40 / 64 = 10 mJ, 12.8 -> 5 mJ
     assert (eff.eager_mj, eff.compiled_mj, eff.energy_ratio) == ("10", "5", "0.50x")
+    assert eff.energy_step == "0.64 / 0.32 J" and eff.telemetry == "80% / 1980 MHz / 45 C"
+    assert eff.power == "500 W"  # v3 energy: no per-side window, the mean power over both sides
     (split,) = rep.splits
     assert split.stages[0] == "15.0 s" and split.stages[2] == "10.0 s" and split.cache == "4.0 MiB"
     assert "400.0 TFLOP/s" in rep.peak_line
