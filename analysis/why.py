@@ -209,10 +209,11 @@ def split_rows(rows: list[dict], label, fmt_s, fmt_bytes) -> list[SplitRow]:
         split = _json(r.get("compile_split_json"))
         aoti = {k: r.get(k) for k in AOTI_COLUMNS if not _none(r.get(k))}
         cache = [r.get("cache_inductor_bytes"), r.get("cache_triton_bytes")]
-        if split is None and not aoti and all(_none(c) for c in cache):
+        written = [c for c in cache if not _none(c)]
+        if split is None and not aoti and not written:
             continue
         split = {**(split or {}), **aoti}
-        total = sum(c for c in cache if not _none(c)) if not all(_none(c) for c in cache) else None
+        total = sum(written) if written else None
         out.append(SplitRow(label(r), [fmt_s(split.get(k)) for k, _ in SPLIT_STAGES], fmt_bytes(total)))
     return out
 

@@ -164,8 +164,9 @@ def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
     return step
 
 
-def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: dict | None = None):
-    """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss."""
+def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: dict):
+    """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss;
+    `record` receives the aot-inductor stage times."""
     cell = spec["cell"]
     mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
     dynamic = {"auto": None, "true": True, "false": False}[cell.get("dynamic", "auto")]
@@ -196,7 +197,7 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     if phase == "infer":
         eager = infer_with(module)
         if mode == "aot-inductor":
-            return eager, _aoti_step(torch, spec, module, inputs, autocast, record if record is not None else {}), opt
+            return eager, _aoti_step(torch, spec, module, inputs, autocast, record), opt
         compiled = None if mode == "eager" else infer_with(compile_(module))
         return eager, compiled, opt
     eager = train_body(module)
@@ -346,8 +347,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         torch.compiler.load_cache_artifacts(blob)
         result["portable_load_s"] = time.perf_counter() - t0
         _, result["portable_first_call_compiled_s"] = timed_first_call(compiled_step)
-        hits = {k: v for k, v in diagnostics._counter(torch, "inductor").items() if "cache" in k} \
-            if diagnostics._counter(torch, "inductor") else {}
+        hits = {k: v for k, v in (diagnostics._counter(torch, "inductor") or {}).items() if "cache" in k}
         log(f"portable: loaded in {result['portable_load_s']:.3f} s, first call "
             f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
         result["status"] = "ok"
@@ -463,13 +463,13 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
                 rec["peak"] = tuple(max(a, b) for a, b in zip(rec["peak"], peaks()))
     windows = ", ".join(f"{side} {rec['secs']:.2f} s" for side, rec in samples.items())
     log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows})")
-    if energy_ok:
-        for side, step in sides:
-            _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
-    if monitor:
+    if monitor:  # telemetry covers the timed blocks only, not the energy windows after them
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
                       sm_clock_mhz=tel.sm_clock_mhz, gpu_temp_c=tel.gpu_temp_c)
+    if energy_ok:  # the energy counter is read directly: it needs no sampling thread
+        for side, step in sides:
+            _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
     for side, rec in samples.items():
         result[f"{side}_step_ms"] = rec["step"]
         result[f"{side}_enqueue_ms"] = rec["enq"] if cuda else None

@@ -35,7 +35,7 @@ PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_
                        "tf32")
 
 
-RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", None)
+RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", "export_error", None)
 
 
 class RunError(RuntimeError):
@@ -316,8 +316,9 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
 
     `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own launcher
     from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row failed
-    (crashed, timeout, oom, runtime or compile error), replacing it. KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the
-    CLI) stops the cells in flight; every finished cell is already on disk.
+    (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
+    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
+    every finished cell is already on disk.
     """
     out = out or sys.stdout
     workers = workers or [Worker()]
@@ -391,15 +392,12 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                         t.join(0.2)
                 if failure:
                     raise failure[0]
-        except KeyboardInterrupt:
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a write error in a worker: stop every cell in flight
             stop.set()
             _kill_all(launchers)
-            print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in {cells_dir}; "
-                  "run the same command again to resume", file=out, flush=True)
-            raise
-        except BaseException:
-            stop.set()
-            _kill_all(launchers)
+            if isinstance(exc, KeyboardInterrupt):
+                print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
+                      f"{cells_dir}; run the same command again to resume", file=out, flush=True)
             raise
         finally:
             try:
