@@ -31,7 +31,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
-  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(if $(RETRY),--retry-failed)
+  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch)
 
@@ -46,6 +46,7 @@ help: ## list the targets
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
+	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
 	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"

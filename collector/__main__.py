@@ -64,6 +64,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(default: one cell at a time on the default device, the cleanest timing)")
     p.add_argument("--retry-failed", action="store_true", dest="retry_failed",
                    help="measure again the cells of this run whose saved row failed (crash, timeout, error)")
+    p.add_argument("--stop-after", type=float, default=None, dest="stop_after", metavar="SECONDS",
+                   help="wall-clock budget: start no new cell after this many seconds (cells in flight "
+                        "finish); the same command resumes the rest")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
     return p.parse_args(argv)
@@ -122,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(cell.cell_id)
             print(f"{len(matrix.cells)} cells")
             return 0
+        if args.stop_after is not None and args.stop_after <= 0:
+            raise ValueError(f"--stop-after: expected a positive number of seconds, got {args.stop_after:g}")
         workers = plan_workers(parse_gpus(args.gpus, env))
         run_id = args.run_id or default_run_id(matrix.preset, env)
         launcher = SubprocessLauncher(args.python)
         signal.signal(signal.SIGTERM, _interrupt)
         run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
-                          retry_failed=args.retry_failed)
+                          retry_failed=args.retry_failed, stop_after_s=args.stop_after)
         print(f"done: {run_dir}  (make report renders it)")
         return 0
     except (mx.MatrixError, ValueError) as exc:

@@ -311,14 +311,16 @@ def _kill_all(launchers) -> None:
 
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
             out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
-            retry_failed: bool = False) -> Path:
+            retry_failed: bool = False, stop_after_s: float | None = None) -> Path:
     """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
 
     `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own launcher
     from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row failed
     (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
     KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
-    every finished cell is already on disk.
+    every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
+    passed no new cell starts (the cells in flight finish), so a time-limited machine ends
+    between cells instead of killing one halfway; the same command resumes.
     """
     out = out or sys.stdout
     workers = workers or [Worker()]
@@ -351,11 +353,17 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         stop = threading.Event()
         failure: list[BaseException] = []
         launchers = [launcher] if workers == [Worker()] else [launcher.for_worker(w) for w in workers]
+        session_start = clock()
+        budget_hit: list[int] = []
 
         def work(worker: Worker, own: Launcher) -> None:
             while not stop.is_set():
                 with lock:
                     if not queue:
+                        return
+                    if stop_after_s is not None and clock() - session_start >= stop_after_s:
+                        if not budget_hit:
+                            budget_hit.append(len(queue))
                         return
                     k, cell = queue.pop(0)
                     progress.start(k, cell.label() + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
@@ -408,4 +416,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
             manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
             _write_json(run_dir / "run.json", manifest)
         print(progress.summary(skipped_done=already), file=out, flush=True)
+        if budget_hit:
+            print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
+                  "run the same command again to resume", file=out, flush=True)
     return run_dir

@@ -61,7 +61,7 @@ def test_malformed_and_unknown_presets(tmp_path):
     bad.write_text("models = [mlp\n")
     with pytest.raises(mx.MatrixError, match="malformed TOML"):
         mx.build_matrix(str(bad))
-    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, smoke"):
+    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, shapes, smoke"):
         mx.build_matrix("huge")
     unknown = tmp_path / "u.toml"
     unknown.write_text('models=["mlp"]\nphases=["infer"]\nmodes=["default"]\ndtypes=["float32"]\n'

@@ -380,3 +380,25 @@ def test_progress_estimate_divides_by_the_workers():
         p.done({"cell_id": "a", "status": "ok"}, 60.0)
         p.start(2, "b")  # 4 cells left at 60 s each
         assert expected in out.getvalue().splitlines()[-1]
+
+
+def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_path, capsys):
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "batch_sizes": [2, 4, 8]})
+    assert len(m.cells) == 6
+    now = [0.0]
+
+    class Slow(FakeLauncher):  # each cell process "takes" 10 s of the fake clock
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            now[0] += 10.0
+            return super().run(spec, cache_dir, log_path, timeout_s)
+
+    first = Slow()
+    # budget 25 s: cells start at t=0 and t=20 (each is a cold + a warm process, 20 s), none at t=40
+    run_dir = collect(m, ENV, tmp_path, "rb", first, clock=lambda: now[0], stop_after_s=25)
+    assert len(list((run_dir / "cells").glob("*.parquet"))) == 2
+    out = capsys.readouterr().out
+    assert "time budget of 25 s reached: 4 cell(s) not started" in out
+    rest = Slow()
+    collect(m, ENV, tmp_path, "rb", rest, clock=lambda: now[0])
+    assert len(list((run_dir / "cells").glob("*.parquet"))) == 6
+    assert "2 already done, 4 to measure" in capsys.readouterr().out
