@@ -9,6 +9,7 @@ text when something fails. The parent adds identity and writes the Parquet.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import math
 import os
@@ -153,11 +154,14 @@ def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
             except Exception as exc:
                 raise ExportError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
             t1 = time.perf_counter()
+            log(f"exported in {t1 - t0:.1f} s; AOTInductor compile")
             folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or ".") / "aoti"
             folder.mkdir(parents=True, exist_ok=True)
             package = torch._inductor.aoti_compile_and_package(program, package_path=str(folder / "model.pt2"))
             t2 = time.perf_counter()
+            log(f"AOTInductor package built in {t2 - t1:.1f} s; loading")
             state["run"] = torch._inductor.aoti_load_package(package)
+            log("package loaded; first run")
             record.update(aot_export_s=t1 - t0, aot_compile_s=t2 - t1, aot_load_s=time.perf_counter() - t2)
         with torch.no_grad():
             return state["run"](*inputs)
@@ -515,6 +519,7 @@ def run_cell(spec: dict) -> dict:
 
 def main(argv: list[str]) -> None:
     spec_path, out_path = Path(argv[0]), Path(argv[1])
+    faulthandler.enable()  # a crash in native code (SIGSEGV, SIGABRT) leaves the Python stack in the cell's log
     _apply_memory_limit()
     result = run_cell(json.loads(spec_path.read_text()))
     tmp = out_path.with_suffix(".tmp")

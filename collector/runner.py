@@ -102,6 +102,20 @@ def _tail(path: Path, n: int = 1500) -> str:
         return ""
 
 
+def _last_step(path: Path) -> str:
+    """'; last step logged: ...' from the cell log's latest process section, or '' if none.
+
+    The cell logs each stage as `[cell +  12.3s] what`; the last one says where a process that
+    died without a result (a native crash, a timeout) was."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    section = text.rsplit("\n=== ", 1)[-1]
+    steps = [line for line in section.splitlines() if line.startswith("[cell +")]
+    return f"; last step logged: {steps[-1].split(']', 1)[1].strip()}" if steps else ""
+
+
 class SubprocessLauncher:
     """Runs `python -m collector.cell` in a new process group with its own compile caches."""
 
@@ -141,7 +155,8 @@ class SubprocessLauncher:
                 except subprocess.TimeoutExpired:
                     self.kill()
                     return {"status": "timeout",
-                            "error": f"no result within {timeout_s:.0f} s (process group killed)\n{_tail(log_path)}"}
+                            "error": f"no result within {timeout_s:.0f} s (process group killed)"
+                                     f"{_last_step(log_path)}\n{_tail(log_path)}"}
                 finally:
                     self.kill()  # nothing of the cell outlives it (orphaned compile workers included)
                     self.current = None
@@ -149,7 +164,8 @@ class SubprocessLauncher:
                 return json.loads(out_path.read_text())
             code = proc.returncode
             how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            return {"status": "crashed", "error": f"cell process died ({how}) without a result\n{_tail(log_path)}"}
+            return {"status": "crashed",
+                    "error": f"cell process died ({how}) without a result{_last_step(log_path)}\n{_tail(log_path)}"}
 
     def kill(self) -> None:
         proc = self.current

@@ -100,12 +100,16 @@ def _fake_python(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def test_crashing_cell_becomes_a_crashed_row(tmp_path):
-    launcher = SubprocessLauncher(_fake_python(tmp_path, "echo about to die; kill -SEGV $$"))
+def test_crashing_cell_becomes_a_crashed_row_naming_its_last_step(tmp_path):
+    launcher = SubprocessLauncher(_fake_python(
+        tmp_path, "echo '[cell +   9.1s] eager first call 0.21 s'; echo about to die; "
+                  "echo '[cell +  69.9s] AOTInductor package built in 62.0 s; loading'; kill -SEGV $$"))
     m = _matrix(phases=["infer"])
     row = measure_cell(m.cells[0], m, ENV, "r5", _mkrun(tmp_path), launcher)
     assert row["status"] == "crashed"
     assert "SIGSEGV" in row["error"] and "about to die" in row["error"]
+    first_line = row["error"].splitlines()[0]
+    assert first_line.endswith("without a result; last step logged: AOTInductor package built in 62.0 s; loading")
 
 
 def test_hanging_cell_times_out_and_its_process_group_dies(tmp_path):
