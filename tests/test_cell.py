@@ -206,7 +206,36 @@ def test_energy_window_reads_the_counter_around_back_to_back_steps():
 
     calls = []
     result = {}
-    cell._energy_window("compiled", lambda: calls.append(1), 4.0, Clock(), Monitor(), result)
+    import time as _time
+
+    def step():  # a 4 ms step, as timed
+        calls.append(1)
+        _time.sleep(0.004)
+
+    cell._energy_window("compiled", step, 4.0, Clock(), Monitor(), result)
     assert len(calls) == 250  # ceil(1 s / 4 ms): the window lasts at least ENERGY_WINDOW_S of steps
     assert result["compiled_energy_j"] == 12.5 and result["compiled_energy_steps"] == 250
     assert result["compiled_energy_window_s"] >= 0 and Clock.syncs == 2
+
+
+def test_energy_window_lasts_its_full_second_when_steps_run_faster_than_timed():
+    """The timed median says 4 ms, but back to back a step takes 1 ms: the first chunk (250
+    steps) lasts ~0.25 s, so the window must be extended until it has lasted ENERGY_WINDOW_S."""
+    import time as _time
+
+    class Clock:
+        def sync(self):
+            pass
+
+    class Monitor:  # a counter of 100 W: joules = 100 x seconds
+        def energy_j(self):
+            return 100.0 * _time.perf_counter()
+
+    def step():
+        _time.sleep(0.001)
+
+    result = {}
+    cell._energy_window("eager", step, 4.0, Clock(), Monitor(), result)
+    assert result["eager_energy_window_s"] >= cell.ENERGY_WINDOW_S
+    assert result["eager_energy_steps"] > 250  # more than the first estimate
+    assert result["eager_energy_j"] == pytest.approx(100.0 * result["eager_energy_window_s"], rel=0.05)
