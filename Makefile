@@ -41,7 +41,7 @@ RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or h
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  collect options: PRESET=auto|smoke|quick|default|file.toml MODELS= MODES= PHASES= DTYPES="
+	@echo "  collect options: PRESET=auto|smoke|quick|default|shapes|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   DYNAMIC=auto,true,false"
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
