@@ -140,30 +140,26 @@ class RunReport:
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
 
 
-def _none(v) -> bool:
-    return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
-
-
 def fmt_ms(v) -> str:
-    if _none(v):
+    if stats.missing(v):
         return "-"
     return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
 
 
 def fmt_s(v) -> str:
-    return "-" if _none(v) else (f"{v:.2f} s" if v < 10 else f"{v:.1f} s")
+    return "-" if stats.missing(v) else (f"{v:.2f} s" if v < 10 else f"{v:.1f} s")
 
 
 def fmt_x(v) -> str:
-    return "-" if _none(v) else f"{v:.2f}x"
+    return "-" if stats.missing(v) else f"{v:.2f}x"
 
 
 def fmt_pct(v) -> str:
-    return "-" if _none(v) else f"{100 * v:.0f}%"
+    return "-" if stats.missing(v) else f"{100 * v:.0f}%"
 
 
 def fmt_bytes(v) -> str:
-    if _none(v):
+    if stats.missing(v):
         return "-"
     v = float(v)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -178,7 +174,7 @@ def fmt_steps(v, eligible: bool, verdict: str | None = None) -> str:
         return "-"
     if verdict == "no clear difference":
         return "no clear gain"
-    return "never pays off" if _none(v) else f"{v:,.0f}"
+    return "never pays off" if stats.missing(v) else f"{v:,.0f}"
 
 
 def cell_label(r) -> str:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 DEFAULT_REPS = 500
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
@@ -26,6 +27,11 @@ class CellSamples:
     compiled_ms: np.ndarray
     blocks: int
     steps_per_block: int
+
+
+def missing(v) -> bool:
+    """A null value as the loaded rows carry it: None, a float NaN or pandas' NA."""
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _blocked(x: np.ndarray, blocks: int, spb: int) -> np.ndarray:

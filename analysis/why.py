@@ -20,12 +20,8 @@ SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("i
 AOTI_COLUMNS = ("aot_export_s", "aot_compile_s", "aot_load_s")  # mode aot-inductor, from their own columns
 
 
-def _none(v) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
-
-
 def _json(text) -> dict | None:
-    if _none(text):
+    if stats.missing(text):
         return None
     try:
         value = json.loads(text)
@@ -52,7 +48,7 @@ def _fmt_time(ms: float) -> str:
 
 
 def _pct(v) -> str:
-    return "-" if _none(v) else (f"{100 * v:.1f}%" if v < 0.1 else f"{100 * v:.0f}%")
+    return "-" if stats.missing(v) else (f"{100 * v:.1f}%" if v < 0.1 else f"{100 * v:.0f}%")
 
 
 def why_text(r: dict, peaks: dict, noise: float) -> str:
@@ -73,19 +69,19 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
     eager_lb, comp_lb = r.get("eager_launch_bound"), r.get("compiled_launch_bound")
     e_share, c_share = r.get("eager_launch_ratio"), r.get("compiled_launch_ratio")
     c_ms = r.get("compiled_median_ms")
-    if eager_lb and not comp_lb and not _none(e_share):
+    if eager_lb and not comp_lb and not stats.missing(e_share):
         how = "CUDA graphs replay it" if base_mode in CUDAGRAPH_MODES else "fewer kernels"
-        tail = "" if _none(c_share) else f", compiled {_pct(c_share)}"
+        tail = "" if stats.missing(c_share) else f", compiled {_pct(c_share)}"
         parts.append(f"eager launch-bound (host {_pct(e_share)} of the step{tail}); {how}")
-    elif eager_lb and comp_lb and not _none(c_ms):
+    elif eager_lb and comp_lb and not stats.missing(c_ms):
         parts.append(f"launch-bound both sides (host {_pct(e_share)} / {_pct(c_share)}): compiled step "
                      f"{_fmt_time(c_ms)}")
-    elif comp_lb and not _none(c_ms):
+    elif comp_lb and not stats.missing(c_ms):
         parts.append(f"compiled launch-bound (host {_pct(c_share)} of a {_fmt_time(c_ms)} step)")
-    elif not _none(e_share) and e_share >= 0.6:
+    elif not stats.missing(e_share) and e_share >= 0.6:
         parts.append(f"host {_pct(e_share)} of the eager step")
     key, peak = peak_of(r, peaks)
-    if peak and not _none(r.get("eager_tflops")) and not _none(r.get("compiled_tflops")):
+    if peak and not stats.missing(r.get("eager_tflops")) and not stats.missing(r.get("compiled_tflops")):
         parts.append(f"{_pct(r['eager_tflops'] / peak)} -> {_pct(r['compiled_tflops'] / peak)} of {key} peak")
     if stats.is_noisy(r.get("eager_iqr_rel"), r.get("compiled_iqr_rel"), threshold=noise):
         parts.append("noisy")
@@ -148,26 +144,26 @@ class EfficiencyRow:
 
 
 def _pair(a, b, unit: str, digits: int) -> str:
-    if _none(a) and _none(b):
+    if stats.missing(a) and stats.missing(b):
         return "-"
-    f = (lambda v: "-" if _none(v) else f"{v:.{digits}g}")
+    f = (lambda v: "-" if stats.missing(v) else f"{v:.{digits}g}")
     return f"{f(a)} / {f(b)} {unit}"
 
 
 def _telemetry(r: dict) -> str:
     """NVML means while timing (both sides): GPU utilisation, SM clock, maximum temperature."""
-    parts = [None if _none(r.get("gpu_util_pct")) else f"{r['gpu_util_pct']:.0f}%",
-             None if _none(r.get("sm_clock_mhz")) else f"{r['sm_clock_mhz']:.0f} MHz",
-             None if _none(r.get("gpu_temp_c")) else f"{r['gpu_temp_c']:.0f} C"]
+    parts = [None if stats.missing(r.get("gpu_util_pct")) else f"{r['gpu_util_pct']:.0f}%",
+             None if stats.missing(r.get("sm_clock_mhz")) else f"{r['sm_clock_mhz']:.0f} MHz",
+             None if stats.missing(r.get("gpu_temp_c")) else f"{r['gpu_temp_c']:.0f} C"]
     return " / ".join(p or "-" for p in parts) if any(parts) else "-"
 
 
 def _power(r: dict) -> str:
     """Board power: eager / compiled from each side's energy window (v4), else the mean over timing."""
     e, c = r.get("eager_power_w"), r.get("compiled_power_w")
-    if not _none(e) and not _none(c):
+    if not stats.missing(e) and not stats.missing(c):
         return f"{e:.0f} / {c:.0f} W"
-    return "-" if _none(r.get("gpu_power_w")) else f"{r['gpu_power_w']:.0f} W"
+    return "-" if stats.missing(r.get("gpu_power_w")) else f"{r['gpu_power_w']:.0f} W"
 
 
 def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]:
@@ -179,18 +175,18 @@ def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]
         flops = r.get("flops_per_step")
         e_t, c_t = r.get("eager_tflops"), r.get("compiled_tflops")
         e_j, c_j = r.get("eager_energy_per_sample_j"), r.get("compiled_energy_per_sample_j")
-        if _none(flops) and _none(e_j) and _none(c_j):
+        if stats.missing(flops) and stats.missing(e_j) and stats.missing(c_j):
             continue
 
         def tf(v):
-            return "-" if _none(v) else f"{v:.2f}" if v < 10 else f"{v:.0f}"
+            return "-" if stats.missing(v) else f"{v:.2f}" if v < 10 else f"{v:.0f}"
 
         out.append(EfficiencyRow(
-            label(r), "-" if _none(flops) else f"{flops / 1e9:,.1f}", tf(e_t), tf(c_t),
-            _pct(e_t / peak) if peak and not _none(e_t) else "-",
-            _pct(c_t / peak) if peak and not _none(c_t) else "-",
-            "-" if _none(e_j) else f"{e_j * 1e3:.3g}", "-" if _none(c_j) else f"{c_j * 1e3:.3g}",
-            "-" if _none(e_j) or _none(c_j) or not e_j else f"{c_j / e_j:.2f}x",
+            label(r), "-" if stats.missing(flops) else f"{flops / 1e9:,.1f}", tf(e_t), tf(c_t),
+            _pct(e_t / peak) if peak and not stats.missing(e_t) else "-",
+            _pct(c_t / peak) if peak and not stats.missing(c_t) else "-",
+            "-" if stats.missing(e_j) else f"{e_j * 1e3:.3g}", "-" if stats.missing(c_j) else f"{c_j * 1e3:.3g}",
+            "-" if stats.missing(e_j) or stats.missing(c_j) or not e_j else f"{c_j / e_j:.2f}x",
             _pair(r.get("eager_energy_per_step_j"), r.get("compiled_energy_per_step_j"), "J", 3),
             _power(r), _telemetry(r)))
     return out
@@ -207,9 +203,9 @@ def split_rows(rows: list[dict], label, fmt_s, fmt_bytes) -> list[SplitRow]:
     out = []
     for r in rows:
         split = _json(r.get("compile_split_json"))
-        aoti = {k: r.get(k) for k in AOTI_COLUMNS if not _none(r.get(k))}
+        aoti = {k: r.get(k) for k in AOTI_COLUMNS if not stats.missing(r.get(k))}
         cache = [r.get("cache_inductor_bytes"), r.get("cache_triton_bytes")]
-        written = [c for c in cache if not _none(c)]
+        written = [c for c in cache if not stats.missing(c)]
         if split is None and not aoti and not written:
             continue
         split = {**(split or {}), **aoti}
@@ -223,8 +219,8 @@ def efficiency_chart_rows(rows: list[dict], peaks: dict, label) -> list[dict]:
     out = []
     for r in rows:
         key, peak = peak_of(r, peaks)
-        if (r["mode"] == "eager" or r.get("status") != "ok" or _none(r.get("eager_tflops"))
-                or _none(r.get("compiled_tflops"))):
+        if (r["mode"] == "eager" or r.get("status") != "ok" or stats.missing(r.get("eager_tflops"))
+                or stats.missing(r.get("compiled_tflops"))):
             continue
         out.append({"label": label(r), "eager": r["eager_tflops"], "compiled": r["compiled_tflops"],
                     "peak_key": key, "peak": peak})
@@ -252,6 +248,6 @@ def sweep_rows(rows: list[dict], label) -> list[SweepRow]:
         calls = [] if calls is None else list(calls)
         out.append(SweepRow(label(r), ", ".join(str(int(b)) for b in sizes),
                             ", ".join(f"{t:.3f} s" if t < 10 else f"{t:.1f} s" for t in calls),
-                            "-" if _none(r.get("sweep_recompile_count")) else str(int(r["sweep_recompile_count"])),
-                            "-" if _none(r.get("sweep_graph_count")) else str(int(r["sweep_graph_count"]))))
+                            "-" if stats.missing(r.get("sweep_recompile_count")) else str(int(r["sweep_recompile_count"])),
+                            "-" if stats.missing(r.get("sweep_graph_count")) else str(int(r["sweep_graph_count"]))))
     return out

@@ -24,9 +24,23 @@ from collector import diagnostics, models
 T0 = time.perf_counter()
 
 
+PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measured at its last logged step
+_partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
+
+
 def log(msg: str) -> None:
-    """A time-stamped line in the cell's log (where the minutes of a cell go)."""
+    """A time-stamped line in the cell's log (where the minutes of a cell go). Each logged step
+    also saves the result so far, so a process that dies later (a native crash, a timeout)
+    still hands its measurements to the runner."""
     print(f"[cell +{time.perf_counter() - T0:6.1f}s] {msg}", flush=True)
+    if _partial:
+        path = _partial["path"]
+        try:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(_partial["result"]))
+            os.replace(tmp, path)
+        except (OSError, TypeError, ValueError) as exc:  # never let the checkpoint fail the cell
+            print(f"note: partial result not saved: {exc}", flush=True)
 
 # Correctness (docs/measurement.md): compiled and eager are both compared with a float64
 # run of the same step; compiled passes if its relative L2 error is at most
@@ -154,15 +168,17 @@ def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
             except Exception as exc:
                 raise ExportError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
             t1 = time.perf_counter()
+            record["aot_export_s"] = t1 - t0
             log(f"exported in {t1 - t0:.1f} s; AOTInductor compile")
             folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or ".") / "aoti"
             folder.mkdir(parents=True, exist_ok=True)
             package = torch._inductor.aoti_compile_and_package(program, package_path=str(folder / "model.pt2"))
             t2 = time.perf_counter()
+            record["aot_compile_s"] = t2 - t1
             log(f"AOTInductor package built in {t2 - t1:.1f} s; loading")
             state["run"] = torch._inductor.aoti_load_package(package)
+            record["aot_load_s"] = time.perf_counter() - t2
             log("package loaded; first run")
-            record.update(aot_export_s=t1 - t0, aot_compile_s=t2 - t1, aot_load_s=time.perf_counter() - t2)
         with torch.no_grad():
             return state["run"](*inputs)
     return step
@@ -514,9 +530,12 @@ def _apply_memory_limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (int(limit) << 20, int(limit) << 20))
 
 
-def run_cell(spec: dict) -> dict:
-    """Measure a cell; never raises for a failure of the cell itself: it becomes a status."""
+def run_cell(spec: dict, partial_path: Path | None = None) -> dict:
+    """Measure a cell; never raises for a failure of the cell itself: it becomes a status.
+    With `partial_path`, every logged step saves the result so far there (see `log`)."""
     result: dict = {}
+    if partial_path is not None:
+        _partial.update(path=partial_path, result=result)
     stage = Stage()
     try:
         measure(spec, result, stage)
@@ -533,7 +552,8 @@ def main(argv: list[str]) -> None:
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     faulthandler.enable()  # a crash in native code (SIGSEGV, SIGABRT) leaves the Python stack in the cell's log
     _apply_memory_limit()
-    result = run_cell(json.loads(spec_path.read_text()))
+    result = run_cell(json.loads(spec_path.read_text()), out_path.with_name(PARTIAL_NAME))
+    _partial.clear()
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))
     os.replace(tmp, out_path)

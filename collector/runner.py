@@ -102,6 +102,16 @@ def _tail(path: Path, n: int = 1500) -> str:
         return ""
 
 
+def _partial(out_path: Path) -> dict:
+    """What a cell process that died had measured by its last logged step (collector.cell saves
+    it beside its result file), or {} if nothing readable was saved."""
+    try:
+        saved = json.loads((out_path.parent / "partial.json").read_text())  # collector.cell.PARTIAL_NAME
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
 def _last_step(path: Path) -> str:
     """'; last step logged: ...' from the cell log's latest process section, or '' if none.
 
@@ -154,7 +164,7 @@ class SubprocessLauncher:
                     proc.wait(timeout=timeout_s)
                 except subprocess.TimeoutExpired:
                     self.kill()
-                    return {"status": "timeout",
+                    return {**_partial(out_path), "status": "timeout",
                             "error": f"no result within {timeout_s:.0f} s (process group killed)"
                                      f"{_last_step(log_path)}\n{_tail(log_path)}"}
                 finally:
@@ -164,7 +174,7 @@ class SubprocessLauncher:
                 return json.loads(out_path.read_text())
             code = proc.returncode
             how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            return {"status": "crashed",
+            return {**_partial(out_path), "status": "crashed",
                     "error": f"cell process died ({how}) without a result{_last_step(log_path)}\n{_tail(log_path)}"}
 
     def kill(self) -> None:

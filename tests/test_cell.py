@@ -1,4 +1,5 @@
 """The child side on the CPU, in-process: models, correctness check, failure classification."""
+import json
 import math
 
 import pytest
@@ -239,3 +240,19 @@ def test_energy_window_lasts_its_full_second_when_steps_run_faster_than_timed():
     assert result["eager_energy_window_s"] >= cell.ENERGY_WINDOW_S
     assert result["eager_energy_steps"] > 250  # more than the first estimate
     assert result["eager_energy_j"] == pytest.approx(100.0 * result["eager_energy_window_s"], rel=0.05)
+
+
+def test_every_logged_step_saves_the_result_so_far(tmp_path, capsys):
+    path = tmp_path / cell.PARTIAL_NAME
+    result = {"first_call_eager_s": 0.5}
+    cell._partial.update(path=path, result=result)
+    try:
+        cell.log("eager first call 0.50 s")
+        assert json.loads(path.read_text()) == {"first_call_eager_s": 0.5}
+        result["aot_export_s"] = 1.25
+        cell.log("exported")
+        assert json.loads(path.read_text())["aot_export_s"] == 1.25
+    finally:
+        cell._partial.clear()
+    cell.log("no partial file registered: nothing written")
+    assert json.loads(path.read_text())["aot_export_s"] == 1.25

@@ -112,6 +112,20 @@ def test_crashing_cell_becomes_a_crashed_row_naming_its_last_step(tmp_path):
     assert first_line.endswith("without a result; last step logged: AOTInductor package built in 62.0 s; loading")
 
 
+def test_a_crashed_cell_keeps_what_it_measured_before_dying(tmp_path):
+    """The cell saves its result at every logged step (partial.json beside its result file);
+    a process that dies afterwards still hands those figures to the row."""
+    body = ("out=$4; echo '{\"first_call_eager_s\": 0.21, \"aot_export_s\": 2.5, \"aot_compile_s\": 74.7}' "
+            "> $(dirname $out)/partial.json; echo '[cell +  85.5s] AOTInductor package built in 74.7 s; loading'; "
+            "kill -SEGV $$")
+    launcher = SubprocessLauncher(_fake_python(tmp_path, body))
+    m = _matrix(phases=["infer"])
+    row = measure_cell(m.cells[0], m, ENV, "r5p", _mkrun(tmp_path), launcher)
+    assert row["status"] == "crashed" and "SIGSEGV" in row["error"]
+    assert (row["first_call_eager_s"], row["aot_export_s"], row["aot_compile_s"]) == (0.21, 2.5, 74.7)
+    assert row["aot_load_s"] is None  # the stage it died in has no figure
+
+
 def test_hanging_cell_times_out_and_its_process_group_dies(tmp_path):
     pidfile = tmp_path / "pid"
     launcher = SubprocessLauncher(_fake_python(tmp_path, f"sleep 300 & echo $! > {pidfile}; wait"))

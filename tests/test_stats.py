@@ -55,3 +55,10 @@ def test_verdict_and_noise():
     assert stats.verdict(0.95, 1.05) == "no clear difference"
     assert stats.is_noisy(0.05, 0.2)
     assert not stats.is_noisy(0.05, None, 0.09)
+
+
+def test_missing_knows_the_three_nulls_and_nothing_else():
+    import pandas as pd
+    from analysis.stats import missing
+    assert missing(None) and missing(float("nan")) and missing(pd.NA)
+    assert not any(missing(v) for v in (0, 0.0, "", False, [], "nan"))
