@@ -313,21 +313,22 @@ def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeyp
     assert runner.source_fingerprint() != first  # other code, another fingerprint
 
 
-def test_shipped_h200_run_resumes_under_the_current_default_preset(tmp_path, capsys):
-    """The next GPU session continues data/examples/default-h200: the current preset and protocol
-    must accept it and measure only the cells it lacks."""
+@pytest.mark.parametrize("run_id,preset", [("default-h200", "default"), ("shapes-h200", "shapes")])
+def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, run_id, preset):
+    """A later GPU session continues a shipped run (data/examples/<run id>): the current preset and
+    protocol must accept it and measure only the cells it lacks (none, once it is complete)."""
     import shutil
 
     from conftest import ROOT
 
-    src = ROOT / "data" / "examples" / "default-h200"
-    shutil.copytree(src, tmp_path / "default-h200")
+    src = ROOT / "data" / "examples" / run_id
+    shutil.copytree(src, tmp_path / run_id)
     env = json.loads((src / "run.json").read_text())["environment"]
     done = {p.stem for p in (src / "cells").glob("*.parquet")}
-    m = mx.build_matrix("default")
+    m = mx.build_matrix(preset)
     assert done <= {c.cell_id for c in m.cells}  # every measured cell is still in the preset
     launcher = FakeLauncher()
-    collect(m, env, tmp_path, "default-h200", launcher)
+    collect(m, env, tmp_path, run_id, launcher)
     out = capsys.readouterr().out
     assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in out
     cold = [c for c in launcher.calls if not c[2]]
