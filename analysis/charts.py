@@ -26,6 +26,12 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _wrap_mode(mode: str) -> str:
+    """A heatmap column label on short lines: 'max-autotune-no-cudagraphs [step]' ->
+    'max-autotune\n-no-cg\n[step]'."""
+    return mode.replace("-no-cudagraphs", "\n-no-cg").replace(" dynamic", "\ndynamic").replace(" [", "\n[")
+
+
 def heatmap(rows: list[dict], path: Path) -> Path | None:
     """Model x mode geometric-mean speedup, one panel per phase. rows: phase, model, mode, geomean_speedup."""
     if not rows:
@@ -33,13 +39,19 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
     keep = sorted({r["model"] for r in rows})[:MAX_ROWS]
     rows = [r for r in rows if r["model"] in keep]
     phases = sorted({r["phase"] for r in rows})
-    fig, axes = plt.subplots(1, len(phases), figsize=(5.2 * len(phases), 0.4 * len(keep) + 2.2), squeeze=False)
+    order = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
+    columns = {}
+    for phase in phases:
+        present = {r["mode"] for r in rows if r["phase"] == phase}
+        # e.g. "default dynamic=true", "reduce-overhead [step]" after the plain modes
+        columns[phase] = [m for m in order if m in present] + sorted(present - set(order))
+    widths = [max(3.5, 0.9 * len(columns[p]) + 1.6) for p in phases]
+    fig, axes = plt.subplots(1, len(phases), figsize=(sum(widths), 0.4 * len(keep) + 2.6), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
     for ax, phase in zip(axes[0], phases):
         sub = [r for r in rows if r["phase"] == phase]
         models = sorted({r["model"] for r in sub})
-        order = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
-        present = {r["mode"] for r in sub}
-        modes = [m for m in order if m in present] + sorted(present - set(order))  # e.g. "default dynamic=true"
+        modes = columns[phase]
         grid = np.full((len(models), len(modes)), np.nan)
         for r in sub:
             grid[models.index(r["model"]), modes.index(r["mode"])] = r["geomean_speedup"]
@@ -50,8 +62,8 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
             for j in range(len(modes)):
                 if not math.isnan(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.2f}x", ha="center", va="center", fontsize=9)
-        ax.set_xticks(range(len(modes)), [m.replace("-no-cudagraphs", "\n-no-cg").replace(" dynamic", "\ndynamic")
-                                          for m in modes], fontsize=8)
+        ax.set_xticks(range(len(modes)), [_wrap_mode(m) for m in modes], fontsize=8, rotation=30, ha="right",
+                      rotation_mode="anchor")
         ax.set_yticks(range(len(models)), models, fontsize=8)
         ax.set_title(f"{phase}: speedup over eager (geomean)", fontsize=10)
     return _save(fig, path)

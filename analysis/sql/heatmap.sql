@@ -1,5 +1,7 @@
--- Geometric-mean speedup per model and mode (over dtypes and batch sizes), per phase.
-SELECT phase, model, mode,
+-- Geometric-mean speedup per model and mode (over dtypes and batch sizes), per phase; the
+-- whole-step compile scope is its own column ("default [step]"), not mixed into model scope.
+SELECT phase, model,
+       CASE WHEN compile_scope = 'step' THEN mode || ' [step]' ELSE mode END AS mode,
        exp(avg(ln(speedup))) AS geomean_speedup,
        count(*) AS cells
 FROM stats
