@@ -16,14 +16,22 @@ import numpy as np  # noqa: E402
 
 DPI = 110
 MAX_SERIES = 12  # lines in one chart; the tables hold every cell
-MAX_ROWS = 40  # models in the heatmap, bars in the compile chart
+MAX_ROWS = 40  # models in the heatmap
+MAX_BARS = 80  # cells in one bar or dot chart; a truncated chart says so in its title, the tables hold all
 
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no timestamps: reproducible files
+    # bbox "tight": long cell labels are never cut off at the figure's edge
+    fig.savefig(path, dpi=DPI, metadata={"Software": None}, bbox_inches="tight")  # no timestamps: reproducible
     plt.close(fig)
     return path
+
+
+def _truncated(ax, shown: int, total: int) -> None:
+    """Say in the chart's title when it shows only the first `shown` of `total` cells."""
+    if shown < total:
+        ax.set_title(f"first {shown} of {total} cells (the table lists all)", fontsize=9)
 
 
 def _wrap_mode(mode: str) -> str:
@@ -108,16 +116,24 @@ def compile_times(rows: list[dict], path: Path) -> Path | None:
     rows = [r for r in rows if r["first_call_compiled_s"] is not None]
     if not rows:
         return None
-    rows = rows[:MAX_ROWS]
+    total, rows = len(rows), rows[:MAX_BARS]
     labels = [r["label"] for r in rows]
     y = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.4))
-    ax.barh(y - 0.2, [r["first_call_compiled_s"] for r in rows], 0.4, label="cold cache")
-    ax.barh(y + 0.2, [r["warm_first_call_compiled_s"] or 0 for r in rows], 0.4, label="warm cache")
+    cold = [r["first_call_compiled_s"] for r in rows]
+    warm = [r["warm_first_call_compiled_s"] for r in rows]
+    ax.barh(y - 0.2, cold, 0.4, label="cold cache")
+    ax.barh(y + 0.2, [w or 0 for w in warm], 0.4, label="warm cache")
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("first compiled call (s)")
+    times = [t for t in cold + warm if t]
+    if times and max(times) / max(min(times), 1e-3) > 30:  # e.g. 1 s warm beside 300 s of autotuning
+        ax.set_xscale("log")
+        ax.set_xlabel("first compiled call (s), log scale")
+    else:
+        ax.set_xlabel("first compiled call (s)")
     ax.legend(fontsize=8)
+    _truncated(ax, len(rows), total)
     return _save(fig, path)
 
 
@@ -156,9 +172,10 @@ def forest(rows: list[tuple], path: Path) -> Path | None:
     """Speedup change B/A per cell with its 95% interval. rows: (label, point, lo, hi), sorted."""
     if not rows:
         return None
-    rows = rows[:MAX_ROWS]
+    total, rows = len(rows), rows[:MAX_BARS]
     y = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.5))
+    _truncated(ax, len(rows), total)
     points = [r[1] for r in rows]
     ax.errorbar(points, y, xerr=[[p - r[2] for p, r in zip(points, rows)], [r[3] - p for p, r in zip(points, rows)]],
                 fmt="o", capsize=3)
@@ -175,9 +192,10 @@ def efficiency(rows: list[dict], path: Path) -> Path | None:
     a decade under its peak line runs at 10% of what the GPU's matrix units can do."""
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: r["compiled"], reverse=True)[:MAX_ROWS]
+    total, rows = len(rows), sorted(rows, key=lambda r: r["compiled"], reverse=True)[:MAX_BARS]
     y = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(8.5, 0.28 * len(rows) + 1.6))
+    _truncated(ax, len(rows), total)
     for i, r in enumerate(rows):
         ax.plot([r["eager"], r["compiled"]], [i, i], color="lightgrey", lw=2, zorder=1)
     ax.scatter([r["eager"] for r in rows], y, marker="o", label="eager", zorder=2)

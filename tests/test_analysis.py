@@ -246,3 +246,30 @@ def test_heatmap_keeps_whole_step_scope_apart_from_model_scope(tmp_path):
     assert model_scope["cells"] == 2 and step_scope["cells"] == 1
     assert model_scope["geomean_speedup"] == pytest.approx((2.48 * 1.10) ** 0.5, rel=0.02)
     assert step_scope["geomean_speedup"] == pytest.approx(3.38, rel=0.01)
+
+
+def test_compile_chart_shows_every_cell_up_to_its_cap_and_says_when_it_truncates(tmp_path, monkeypatch):
+    """65 compiled cells fit (the old cap of 40 silently dropped every training cell of the H200
+    run); past MAX_BARS the title says so; a 300 s autotuning compile beside 1 s warm calls puts
+    the axis on a log scale."""
+    from analysis import charts
+
+    shown = {}
+
+    def capture(fig, path):
+        ax = fig.axes[0]
+        shown.update(bars=len(ax.get_yticklabels()), title=ax.get_title(), xscale=ax.get_xscale())
+        charts.plt.close(fig)
+        return path
+
+    monkeypatch.setattr(charts, "_save", capture)
+
+    def rows(n, slow=None):
+        return [{"label": f"cell {i}", "first_call_compiled_s": slow if i == 0 and slow else 10.0 + i,
+                 "warm_first_call_compiled_s": 5.0} for i in range(n)]
+
+    charts.compile_times(rows(65), tmp_path / "a.png")
+    assert shown == {"bars": 65, "title": "", "xscale": "linear"}
+    charts.compile_times(rows(100, slow=300.0), tmp_path / "b.png")
+    assert shown["bars"] == charts.MAX_BARS == 80
+    assert shown["title"] == "first 80 of 100 cells (the table lists all)" and shown["xscale"] == "log"
