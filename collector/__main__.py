@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from collector import matrix as mx
-from collector import models
+from collector import models, schema
 from collector.runner import (PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect, default_run_id,
                               plan_workers)
 
@@ -100,6 +100,24 @@ def parse_gpus(text: str, env: dict) -> list[int] | None:
     return gpus
 
 
+def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None) -> int:
+    """List the matrix's cells; with the run folder of `run_id` under `out`, mark those it holds
+    (`done`, or the failed status with --retry-failed in mind) and count what is left."""
+    cells_dir = out / run_id / "cells" if run_id else None
+    saved = ({p.stem: p for p in cells_dir.glob("*.parquet")} if cells_dir and cells_dir.is_dir() else {})
+    left = 0
+    for cell in matrix.cells:
+        if cell.cell_id in saved:
+            status = schema.read_status(saved[cell.cell_id])
+            print(f"{cell.cell_id}  [{'done' if status == 'ok' else status}]")
+        else:
+            left += 1
+            print(cell.cell_id)
+    where = f"; run {run_id}: {len(matrix.cells) - left} saved, {left} to measure" if saved else ""
+    print(f"{len(matrix.cells)} cells{where}")
+    return 0
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -115,16 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         preset = args.preset
         if preset != "auto":
             matrix = mx.build_matrix(preset, overrides)  # bad input fails here, before anything runs
+            if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
+                return dry_run(matrix, Path(args.out), args.run_id)
         env = probe_env(args.python, args.device or (matrix.device if preset != "auto" else "auto"))
         if preset == "auto":
             preset = "default" if env["device"] == "cuda" else "smoke"
             matrix = mx.build_matrix(preset, overrides)
             print(f"preset auto -> {preset} ({env['device']})")
         if args.dry_run:
-            for cell in matrix.cells:
-                print(cell.cell_id)
-            print(f"{len(matrix.cells)} cells")
-            return 0
+            return dry_run(matrix, Path(args.out), args.run_id or default_run_id(matrix.preset, env))
         if args.stop_after is not None and args.stop_after <= 0:
             raise ValueError(f"--stop-after: expected a positive number of seconds, got {args.stop_after:g}")
         workers = plan_workers(parse_gpus(args.gpus, env))

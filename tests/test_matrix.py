@@ -99,3 +99,24 @@ def test_dynamic_axis_keeps_old_cell_ids_and_names_its_variants():
     assert "default dynamic=true" in m.cells[2].label()
     with pytest.raises(mx.MatrixError, match="valid dynamic: auto, true, false"):
         mx.build_matrix("smoke", {"dynamic": ["sometimes"]})
+
+
+def test_dry_run_plans_a_gpu_run_on_a_machine_without_one(tmp_path, capsys):
+    """`--dry-run` with an explicit preset probes nothing (the `default` preset asks for CUDA),
+    and with the run folder it marks what is saved, failed cells by their status."""
+    import shutil
+
+    from conftest import ROOT
+
+    out = tmp_path / "runs"
+    cells = out / "default-h200" / "cells"
+    cells.mkdir(parents=True)
+    src = ROOT / "data" / "examples" / "default-h200" / "cells"
+    for name in ("gnn__infer__amp_bf16__bs16__default__model", "resnet50__infer__amp_bf16__bs32__aot-inductor__model"):
+        shutil.copy(src / f"{name}.parquet", cells)
+    assert collector_main(["--preset", "default", "--run-id", "default-h200", "--out", str(out), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "gnn__infer__amp_bf16__bs16__default__model  [done]" in lines
+    assert "resnet50__infer__amp_bf16__bs32__aot-inductor__model  [crashed]" in lines
+    assert "gpt__infer__amp_bf16__bs8__default__model" in lines  # not saved: listed bare
+    assert lines[-1] == "65 cells; run default-h200: 2 saved, 63 to measure"
