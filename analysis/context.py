@@ -35,6 +35,7 @@ class HeadlineRow:
     phase: str
     mode: str
     scope: str
+    dtype: str
     cells: int
     ok_cells: int
     pass_rate: str
@@ -238,15 +239,15 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     headline = []
     for h in _records(con, "headline", run_id):
         ids = con.execute("SELECT cell_id FROM stats WHERE run_id=$run_id AND phase=$phase AND mode=$mode "
-                          "AND compile_scope=$scope AND status='ok'",
+                          "AND compile_scope=$scope AND dtype=$dtype AND status='ok'",
                           {"run_id": run_id, "phase": h["phase"], "mode": h["mode"],
-                           "scope": h["compile_scope"]}).fetchall()
+                           "scope": h["compile_scope"], "dtype": h["dtype"]}).fetchall()
         reps_list = [reps_by_cell[i] for (i,) in ids if i in reps_by_cell]
         ci = "-"
         if reps_list:
             lo, hi = stats.geomean_interval(reps_list)
             ci = f"{lo:.2f}-{hi:.2f}"
-        headline.append(HeadlineRow(h["phase"], h["mode"], h["compile_scope"], int(h["cells"]),
+        headline.append(HeadlineRow(h["phase"], h["mode"], h["compile_scope"], h["dtype"], int(h["cells"]),
                                     int(h["ok_cells"]), fmt_pct(h["pass_rate"]), fmt_x(h["geomean_speedup"]),
                                     ci, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
 

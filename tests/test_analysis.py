@@ -273,3 +273,23 @@ def test_compile_chart_shows_every_cell_up_to_its_cap_and_says_when_it_truncates
     charts.compile_times(rows(100, slow=300.0), tmp_path / "b.png")
     assert shown["bars"] == charts.MAX_BARS == 80
     assert shown["title"] == "first 80 of 100 cells (the table lists all)" and shown["xscale"] == "log"
+
+
+def test_headline_keeps_float32_apart_from_bf16(tmp_path):
+    """On the shipped H200 run, float32 without TF32 (GPT 1.05x, ResNet-18 1.00x) and bf16
+    autocast are separate headline rows, not one geomean of both."""
+    import shutil
+
+    shutil.copytree(ROOT / "data" / "examples" / "default-h200", tmp_path / "default-h200")
+    loaded, runs = _loaded(tmp_path)
+    report = build_run_report(loaded, runs[0], reps=100, now=NOW)
+    rows = {(h.phase, h.mode, h.scope, h.dtype): h for h in report.headline}
+    bf16, fp32 = rows[("infer", "default", "model", "amp_bf16")], rows[("infer", "default", "model", "float32")]
+    assert (bf16.cells, fp32.cells) == (13, 2)
+    cells = ROOT / "data" / "examples" / "default-h200" / "cells"
+    ratios = []
+    for name in ("gpt__infer__float32__bs8__default__model", "resnet18__infer__float32__bs64__default__model"):
+        row = pq.read_table(cells / f"{name}.parquet").to_pylist()[0]
+        ratios.append(statistics.median(row["eager_step_ms"]) / statistics.median(row["compiled_step_ms"]))
+    assert fp32.geomean == f"{np.exp(np.mean(np.log(ratios))):.2f}x" == "1.02x"  # GPU-bound in eager already
+    assert float(bf16.geomean[:-1]) > 1.5

@@ -1,6 +1,7 @@
--- Headline per phase, mode and compile scope: cells, pass rate, geometric-mean speedup of ok cells.
+-- Headline per phase, mode, compile scope and dtype (bf16 autocast and float32 are different
+-- regimes, not one average): cells, pass rate, geometric-mean speedup of ok cells.
 SELECT
-    phase, mode, compile_scope,
+    phase, mode, compile_scope, dtype,
     count(*) AS cells,
     count(*) FILTER (WHERE status = 'ok') AS ok_cells,
     count(*) FILTER (WHERE status = 'ok') / count(*) AS pass_rate,
@@ -11,4 +12,4 @@ SELECT
 FROM stats LEFT JOIN verdicts USING (run_id, cell_id)
 WHERE run_id = $run_id AND mode <> 'eager'
 GROUP BY ALL
-ORDER BY phase, mode, compile_scope;
+ORDER BY phase, mode, compile_scope, dtype;
