@@ -53,6 +53,7 @@ class SummaryRow:
     phase: str
     mode: str
     scope: str
+    dtype: str
     cells: int
     geomean_a: str
     geomean_b: str
@@ -222,13 +223,14 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}", css))
     transitions.sort(key=lambda t: (t[3] != "slower", t[0]))  # newly failing first
 
-    # summary per phase, mode, scope; headline sentences
+    # summary per phase, mode, scope and dtype (bf16 and float32 never averaged together); headline sentences
     summary, headline = [], []
     groups: dict[tuple, list[dict]] = {}
     for p in pairs:
         if p["cell_id"] in fam["speedup"]:
-            groups.setdefault((p["phase"], p["mode"], p["compile_scope"]), []).append(p)
-    for (phase, mode, scope), members in sorted(groups.items()):
+            groups.setdefault((p["phase"], p["mode"], p["compile_scope"], p["dtype"]), []).append(p)
+    dtypes = {k[3] for k in groups}
+    for (phase, mode, scope, dtype), members in sorted(groups.items()):
         ids = [m["cell_id"] for m in members]
         s_reps = np.exp(np.mean([fam["speedup"][i] for i in ids], axis=0))
         c_reps = np.exp(np.mean([fam["compiled"][i] for i in ids], axis=0))
@@ -238,12 +240,12 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         c_lo, c_hi = np.quantile(c_reps, [0.025, 0.975])
         ga = float(np.exp(np.mean([np.log(m["speedup_a"]) for m in members])))
         gb = float(np.exp(np.mean([np.log(m["speedup_b"]) for m in members])))
-        summary.append(SummaryRow(phase, mode, scope, len(members), fmt_x(ga), fmt_x(gb), _pct(s_point),
+        summary.append(SummaryRow(phase, mode, scope, dtype, len(members), fmt_x(ga), fmt_x(gb), _pct(s_point),
                                   f"{_pct(s_lo)} to {_pct(s_hi)}", _pct(c_point), f"{_pct(c_lo)} to {_pct(c_hi)}",
                                   sum(calls["speedup"][i].call == "improved" for i in ids),
                                   sum(calls["speedup"][i].call == "regressed" for i in ids)))
         what = "inference" if phase == "infer" else "training"
-        scope_txt = "" if scope == "model" else ", whole-step compile"
+        scope_txt = ("" if scope == "model" else ", whole-step compile") + (f", {dtype}" if len(dtypes) > 1 else "")
         beyond_floor = abs(np.log(c_point)) > np.log(floor)
         if (c_lo > 1 or c_hi < 1) and not beyond_floor:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
@@ -282,9 +284,9 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             env.append((label, str(va), str(vb), va != vb))
     trend_ids = [r.run_id for r in trend_runs]
     trend_rows: dict[tuple, dict[str, str]] = {}
-    for run_id, phase, mode, scope, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
-        trend_rows.setdefault((phase, mode, scope), {})[run_id] = f"{g:.2f}x ({n})"
-    trend = [(f"{k[0]} {k[1]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
+    for run_id, phase, mode, scope, dtype, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
+        trend_rows.setdefault((phase, mode, scope, dtype), {})[run_id] = f"{g:.2f}x ({n})"
+    trend = [(f"{k[0]} {k[1]} {k[3]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
              for k, v in sorted(trend_rows.items())]
     forest = sorted(((r.label, float(np.exp(np.median(fam["speedup"][p["cell_id"]]))),
                       *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))

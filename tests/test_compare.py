@@ -132,3 +132,21 @@ def test_diagnostics_that_changed_between_runs(tmp_path):
     assert rep.diag_known == 3
     assert rep.diag_changes == [("m01 train amp_bf16 bs8 default", "graphs 1 -> 2; graph breaks 0 -> 1",
                                  "Unsupported: torch.foo")]
+
+
+def test_bf16_and_float32_cells_are_summarised_apart(tmp_path):
+    """A 20% slower float32 compile in B must not be averaged into the unchanged bf16 cells:
+    one summary row per dtype, and the headline names the dtype."""
+    def both(fp32_factor):
+        out = cells(n=10)
+        for i in range(10):
+            out[f"f{i:02d}__train__float32__bs8__eager__model"] = (20.0, None, "ok")
+            out[f"f{i:02d}__train__float32__bs8__default__model"] = (20.0, 10.0 * fp32_factor, "ok")
+        return out
+
+    rep = compare(tmp_path, both(1.0), both(1.2))
+    rows = {(s.phase, s.mode, s.scope, s.dtype): s for s in rep.summary}
+    assert set(rows) == {("train", "default", "model", "amp_bf16"), ("train", "default", "model", "float32")}
+    assert rows[("train", "default", "model", "float32")].compiled_change.startswith("+2")  # ~ +20%
+    assert abs(float(rows[("train", "default", "model", "amp_bf16")].compiled_change.rstrip("%"))) < 3
+    assert any("(default, float32)" in h and "slower" in h for h in rep.headline)
