@@ -5,6 +5,7 @@ Templates only loop and print; every number is formatted, ordered and judged her
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,6 +107,7 @@ class FailureRow:
     label: str
     status: str
     error: str
+    summary: str  # one line: what failed and, for a process that died, the last step it logged
 
 
 @dataclass
@@ -139,6 +141,20 @@ class RunReport:
     sweeps: list = field(default_factory=list)
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
+
+
+_LOGGED_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)
+
+
+def failure_summary(error) -> str:
+    """The error's first line; for a process that died without saying where (rows written before
+    the collector named the last step), the last `[cell +...]` step found in the log tail it kept."""
+    text = "" if stats.missing(error) else str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    if "last step logged" in first:
+        return first
+    steps = _LOGGED_STEP.findall(text)
+    return f"{first}; last step logged: {steps[-1].strip()}" if steps else first
 
 
 def fmt_ms(v) -> str:
@@ -283,7 +299,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                                    "above the noise threshold: compare these cells with care"
                                    if r["spread"] > noise else "")
                     for r in _records(con, "eager_consistency", run_id)]
-    failures = [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip())
+    failures = [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip(), failure_summary(r["error"]))
                 for r in _records(con, "failures", run_id)]
     counts = con.execute(sql("status_counts"), {"run_id": run_id}).fetchall()
     total = sum(n for _, n in counts)

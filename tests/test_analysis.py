@@ -293,3 +293,17 @@ def test_headline_keeps_float32_apart_from_bf16(tmp_path):
         ratios.append(statistics.median(row["eager_step_ms"]) / statistics.median(row["compiled_step_ms"]))
     assert fp32.geomean == f"{np.exp(np.mean(np.log(ratios))):.2f}x" == "1.02x"  # GPU-bound in eager already
     assert float(bf16.geomean[:-1]) > 1.5
+
+
+def test_failure_summary_names_where_a_dead_process_got_to():
+    from analysis.context import failure_summary
+
+    old = ("cell process died (killed by signal SIGSEGV) without a result\n\n=== 2026-11-30T06:56:44 cold ===\n"
+           "[cell +   0.0s] setup\n[cell +   9.1s] eager first call 0.21 s, warmed up\n"
+           "/usr/lib/python3.12/copyreg.py:99: FutureWarning: ...")
+    assert failure_summary(old) == ("cell process died (killed by signal SIGSEGV) without a result; "
+                                    "last step logged: eager first call 0.21 s, warmed up")
+    new = "cell process died (killed by signal SIGSEGV) without a result; last step logged: loading\n[cell +  1.0s] x"
+    assert failure_summary(new) == new.splitlines()[0]  # already says it: not twice
+    assert failure_summary("during compile: RuntimeError: boom\ntraceback") == "during compile: RuntimeError: boom"
+    assert failure_summary(None) == ""
