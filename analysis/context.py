@@ -230,6 +230,25 @@ def _records(con, name: str, run_id: str) -> list[dict]:
     return con.execute(sql(name), {"run_id": run_id}).df().replace({np.nan: None}).to_dict("records")
 
 
+def mark_eager_outliers(rows: list[dict], noise: float, min_cells: int = 3) -> None:
+    """Set `eager_offset` = (eager median / the median over every cell of the same eager model
+    (model, phase, dtype, batch) - 1, cells) where it exceeds `noise` and at least `min_cells`
+    cells measured that model: a speedup whose eager side landed far from its siblings says more
+    about that process than about the compile (the why column says so)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and not stats.missing(r.get("eager_median_ms")):
+            groups.setdefault((r["model"], r["phase"], r["dtype"], r["batch_size"]), []).append(r)
+    for members in groups.values():
+        if len(members) < min_cells:
+            continue
+        typical = float(np.median([m["eager_median_ms"] for m in members]))
+        for m in members:
+            offset = m["eager_median_ms"] / typical - 1
+            if abs(offset) > noise:
+                m["eager_offset"] = (offset, len(members))
+
+
 def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                      noise: float = stats.NOISE_THRESHOLD, now: str | None = None) -> RunReport:
     """The full context for one run's report."""
@@ -238,6 +257,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     env = run.env
 
     speed = _records(con, "speedup_table", run_id)
+    mark_eager_outliers(speed, noise)
     peaks = env.get("peak_tflops") or {}
     speed_rows = []
     for r in speed:

@@ -83,6 +83,9 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
     key, peak = peak_of(r, peaks)
     if peak and not stats.missing(r.get("eager_tflops")) and not stats.missing(r.get("compiled_tflops")):
         parts.append(f"{_pct(r['eager_tflops'] / peak)} -> {_pct(r['compiled_tflops'] / peak)} of {key} peak")
+    if r.get("eager_offset"):
+        offset, cells = r["eager_offset"]
+        parts.append(f"eager {offset * 100:+.0f}% against this model's median over {cells} cells")
     if stats.is_noisy(r.get("eager_iqr_rel"), r.get("compiled_iqr_rel"), threshold=noise):
         parts.append("noisy")
     return "; ".join(parts)

@@ -307,3 +307,22 @@ def test_failure_summary_names_where_a_dead_process_got_to():
     assert failure_summary(new) == new.splitlines()[0]  # already says it: not twice
     assert failure_summary("during compile: RuntimeError: boom\ntraceback") == "during compile: RuntimeError: boom"
     assert failure_summary(None) == ""
+
+
+def test_eager_outlier_is_named_in_the_why_column():
+    """ResNet-50 max-autotune in the H200 run: 3.41x against reduce-overhead's 2.80x, but its
+    eager side landed 20% above the model's other cells; the why column must say so."""
+    from analysis.context import mark_eager_outliers
+    from analysis.why import why_text
+
+    def row(mode, eager, model="resnet50"):
+        return {"model": model, "phase": "infer", "dtype": "amp_bf16", "batch_size": 32, "mode": mode,
+                "status": "ok", "eager_median_ms": eager}
+
+    rows = [row("default", 5.0), row("reduce-overhead", 5.1), row("max-autotune", 6.5),
+            row("default", 5.0, "gpt"), row("reduce-overhead", 7.0, "gpt")]  # two cells: no median to trust
+    mark_eager_outliers(rows, noise=0.10)
+    assert rows[2]["eager_offset"] == pytest.approx((6.5 / 5.1 - 1, 3))
+    assert "eager_offset" not in rows[0] and "eager_offset" not in rows[1]
+    assert not any("eager_offset" in r for r in rows[3:])
+    assert why_text(rows[2], {}, 0.10) == "eager +27% against this model's median over 3 cells"
