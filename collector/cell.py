@@ -344,7 +344,7 @@ def _save_portable(torch, path: Path, result: dict) -> None:
 
 def measure(spec: dict, result: dict, stage: Stage) -> None:
     """Run the protocol, filling `result` as it goes (partial results survive a failure)."""
-    cell, proto, device = spec["cell"], spec["protocol"], spec["device"]
+    cell, proto = spec["cell"], spec["protocol"]
     name, _ = models.parse_ref(cell["model"])
     missing = models.missing_requirements(name)
     if missing:

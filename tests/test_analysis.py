@@ -1,7 +1,6 @@
 """Queries, report context and rendering against the checked-in fixture (no torch)."""
 import re
 import statistics
-import sys
 
 import numpy as np
 import pyarrow as pa
