@@ -42,6 +42,7 @@ class HeadlineRow:
     pass_rate: str
     geomean: str
     ci: str
+    pooled: str  # geomean against each eager model's median over all its cells (robustness check)
     faster: int
     slower: int
     unclear: int
@@ -231,18 +232,21 @@ def _records(con, name: str, run_id: str) -> list[dict]:
 
 
 def mark_eager_outliers(rows: list[dict], noise: float, min_cells: int = 3) -> None:
-    """Set `eager_offset` = (eager median / the median over every cell of the same eager model
-    (model, phase, dtype, batch) - 1, cells) where it exceeds `noise` and at least `min_cells`
-    cells measured that model: a speedup whose eager side landed far from its siblings says more
-    about that process than about the compile (the why column says so)."""
+    """Set `pooled_eager_ms` on every ok row: the median eager step over every cell of the same
+    eager model (model, phase, dtype, batch); and `eager_offset` = (eager median / that - 1,
+    cells) where it exceeds `noise` and at least `min_cells` cells measured that model: a
+    speedup whose eager side landed far from its siblings says more about that process than
+    about the compile (the why column says so)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r.get("status") == "ok" and not stats.missing(r.get("eager_median_ms")):
             groups.setdefault((r["model"], r["phase"], r["dtype"], r["batch_size"]), []).append(r)
     for members in groups.values():
+        typical = float(np.median([m["eager_median_ms"] for m in members]))
+        for m in members:
+            m["pooled_eager_ms"] = typical
         if len(members) < min_cells:
             continue
-        typical = float(np.median([m["eager_median_ms"] for m in members]))
         for m in members:
             offset = m["eager_median_ms"] / typical - 1
             if abs(offset) > noise:
@@ -258,6 +262,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
 
     speed = _records(con, "speedup_table", run_id)
     mark_eager_outliers(speed, noise)
+    by_id = {r["cell_id"]: r for r in speed}
     peaks = env.get("peak_tflops") or {}
     speed_rows = []
     for r in speed:
@@ -283,9 +288,13 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         if reps_list:
             lo, hi = stats.geomean_interval(reps_list)
             ci = f"{lo:.2f}-{hi:.2f}"
+        pooled = [by_id[i]["pooled_eager_ms"] / by_id[i]["compiled_median_ms"] for (i,) in ids
+                  if i in by_id and not stats.missing(by_id[i].get("pooled_eager_ms"))
+                  and not stats.missing(by_id[i].get("compiled_median_ms")) and by_id[i]["compiled_median_ms"] > 0]
+        pooled_txt = fmt_x(float(np.exp(np.mean(np.log(pooled))))) if pooled else "-"
         headline.append(HeadlineRow(h["phase"], h["mode"], h["compile_scope"], h["dtype"], int(h["cells"]),
                                     int(h["ok_cells"]), fmt_pct(h["pass_rate"]), fmt_x(h["geomean_speedup"]),
-                                    ci, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
+                                    ci, pooled_txt, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
 
     memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"]),
                         fmt_bytes(r["compiled_peak_allocated_bytes"]), fmt_x(r["mem_allocated_ratio"]),

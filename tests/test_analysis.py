@@ -325,3 +325,28 @@ def test_eager_outlier_is_named_in_the_why_column():
     assert "eager_offset" not in rows[0] and "eager_offset" not in rows[1]
     assert not any("eager_offset" in r for r in rows[3:])
     assert why_text(rows[2], {}, 0.10) == "eager +27% against this model's median over 3 cells"
+
+
+def test_headline_pooled_eager_column_recomputed_from_the_raw_rows(tmp_path):
+    """'pooled eager' = geomean over a row's cells of (median eager step of every ok cell of the
+    same eager model) / (the cell's compiled median). Recomputed here from the Parquet files of
+    the shipped H200 run: max-autotune-no-cudagraphs drops from 1.47x to 1.15x, because its
+    eager sides ran slow in those processes."""
+    import shutil
+
+    src = ROOT / "data" / "examples" / "default-h200"
+    shutil.copytree(src, tmp_path / "default-h200")
+    loaded, runs = _loaded(tmp_path)
+    report = build_run_report(loaded, runs[0], reps=100, now=NOW)
+    rows = [pq.read_table(p).to_pylist()[0] for p in sorted((src / "cells").glob("*.parquet"))]
+    ok = [r for r in rows if r["status"] == "ok"]
+    eager_by_model = {}
+    for r in ok:
+        key = (r["model"], r["phase"], r["dtype"], r["batch_size"])
+        eager_by_model.setdefault(key, []).append(statistics.median(r["eager_step_ms"]))
+    cells = [r for r in ok if r["mode"] == "max-autotune-no-cudagraphs"]
+    ratios = [statistics.median(eager_by_model[(r["model"], r["phase"], r["dtype"], r["batch_size"])])
+              / statistics.median(r["compiled_step_ms"]) for r in cells]
+    row = next(h for h in report.headline if h.mode == "max-autotune-no-cudagraphs")
+    assert row.pooled == f"{np.exp(np.mean(np.log(ratios))):.2f}x" == "1.15x"
+    assert row.geomean == "1.47x"
