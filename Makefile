@@ -37,7 +37,8 @@ REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)
 
 .PHONY: help collect report test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
-  or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes
+  or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes \
+  or crashed_cell or stop_after or dry_run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
