@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
+from collector.matrix import MODES  # noqa: E402
+
 DPI = 110
 MAX_SERIES = 12  # lines in one chart; the tables hold every cell
 MAX_ROWS = 40  # models in the heatmap
@@ -47,7 +49,7 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
     keep = sorted({r["model"] for r in rows})[:MAX_ROWS]
     rows = [r for r in rows if r["model"] in keep]
     phases = sorted({r["phase"] for r in rows})
-    order = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
+    order = [m for m in MODES if m != "eager"]
     columns = {}
     for phase in phases:
         present = {r["mode"] for r in rows if r["phase"] == phase}

@@ -5,7 +5,6 @@ Templates only loop and print; every number is formatted, ordered and judged her
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ import pandas as pd
 
 from analysis import stats, why
 from analysis.load import Loaded, Run, sql
+from collector.cell import last_logged_step
 
 ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
               ("Triton", "triton"), ("torchvision", "torchvision"), ("Python", "python"),
@@ -144,9 +144,6 @@ class RunReport:
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
 
 
-_LOGGED_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)
-
-
 def failure_summary(error) -> str:
     """The error's first line; for a process that died without saying where (rows written before
     the collector named the last step), the last `[cell +...]` step found in the log tail it kept."""
@@ -154,8 +151,8 @@ def failure_summary(error) -> str:
     first = text.splitlines()[0] if text else ""
     if "last step logged" in first:
         return first
-    steps = _LOGGED_STEP.findall(text)
-    return f"{first}; last step logged: {steps[-1].strip()}" if steps else first
+    step = last_logged_step(text)
+    return f"{first}; last step logged: {step}" if step else first
 
 
 def fmt_ms(v) -> str:

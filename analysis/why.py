@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from analysis import stats
+from collector.matrix import CUDAGRAPH_MODES
 
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("inductor", "Inductor"),
                 ("inductor_codegen", "codegen"), ("triton", "Triton"), ("autotune", "autotune"),
                 ("backward", "backward"), ("aot_export_s", "export"), ("aot_compile_s", "AOTI compile"),

@@ -13,6 +13,7 @@ import faulthandler
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -20,12 +21,22 @@ import traceback
 from pathlib import Path
 
 from collector import diagnostics, models
+from collector.matrix import CUDAGRAPH_MODES
 
 T0 = time.perf_counter()
 
 
 PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measured at its last logged step
 _partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
+
+
+LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines `log` writes
+
+
+def last_logged_step(text: str) -> str | None:
+    """The last step `log` wrote in `text` (a cell log or the tail kept in a row's error)."""
+    steps = LOG_STEP.findall(text or "")
+    return steps[-1].strip() if steps else None
 
 
 def log(msg: str) -> None:
@@ -50,7 +61,6 @@ TOLERANCE = {"float32": 1e-3, "float32+tf32": 1e-2, "bfloat16": 5e-2, "amp_bf16"
 ERROR_MULTIPLIER = 3.0
 MAX_STEPS_PER_BLOCK = 500
 ENERGY_WINDOW_S = 1.0  # energy: each side runs back to back for at least this long (the counter is coarse)
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 class ExportError(RuntimeError):
@@ -102,18 +112,6 @@ def _within(got: float, eager: float | None, tol: float) -> bool:
     """Compiled error `got` passes if it is a number <= max(tol, ERROR_MULTIPLIER x eager's error)."""
     allowed = tol if eager is None or eager != eager else max(tol, ERROR_MULTIPLIER * eager)
     return got == got and got <= allowed  # got == got: not nan
-
-
-def _dynamo_counts(torch) -> tuple:
-    c = torch._dynamo.utils.counters
-    return tuple(sum(c[k].values()) for k in ("stats", "frames", "aot_autograd", "inductor"))
-
-
-def _compile_times(torch) -> dict:
-    try:
-        return {k: float(v) for k, v in torch._dynamo.utils.calculate_time_spent().items()}
-    except Exception:  # private API: absent fields degrade to unknown
-        return {}
 
 
 def _setup(spec: dict):
@@ -379,7 +377,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         torch.compiler.load_cache_artifacts(blob)
         result["portable_load_s"] = time.perf_counter() - t0
         _, result["portable_first_call_compiled_s"] = timed_first_call(compiled_step)
-        hits = {k: v for k, v in (diagnostics._counter(torch, "inductor") or {}).items() if "cache" in k}
+        hits = diagnostics.inductor_cache_counters(torch)
         log(f"portable: loaded in {result['portable_load_s']:.3f} s, first call "
             f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
         result["status"] = "ok"
@@ -387,7 +385,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     if spec.get("warm_only"):
         stage.name = "compile"
         _, result["warm_first_call_compiled_s"] = timed_first_call(compiled_step)
-        result["warm_compile_dynamo_s"] = _compile_times(torch).get("entire_frame_compile")
+        result["warm_compile_dynamo_s"] = diagnostics.compile_times(torch).get("entire_frame_compile")
         result["status"] = "ok"
         return
 
@@ -424,16 +422,16 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         got_out, got_grads = _capture(torch, out, module, cell["phase"])
         calls, min_calls = 1, (3 if cell["mode"] in CUDAGRAPH_MODES else 2)
         while calls < proto["max_warmup_calls"]:
-            seen = _dynamo_counts(torch)
+            seen = diagnostics.activity(torch)
             compiled_step()
             calls += 1
-            if calls >= min_calls and _dynamo_counts(torch) == seen:
+            if calls >= min_calls and diagnostics.activity(torch) == seen:
                 break
         clock.sync()
         if cuda:
             result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = peaks()
         result["warmup_calls_compiled"] = calls
-        times = _compile_times(torch)
+        times = diagnostics.compile_times(torch)
         result["compile_times_json"] = json.dumps(times, sort_keys=True)
         result["compile_dynamo_s"] = times.get("entire_frame_compile")
         result["compile_inductor_s"] = times.get("inductor_compile")

@@ -156,6 +156,30 @@ def to_row(found: dict) -> dict:
             "compile_split_json": js(found.get("compile_split"))}
 
 
+def activity(torch) -> tuple | None:
+    """Totals of Dynamo's stats, frames, AOTAutograd and Inductor counters: unchanged across a
+    call means that call compiled nothing (the warm-up loop stops on it). None if unreadable."""
+    try:
+        c = torch._dynamo.utils.counters
+        return tuple(sum(c[k].values()) for k in ("stats", "frames", "aot_autograd", "inductor"))
+    except Exception:
+        return None
+
+
+def compile_times(torch) -> dict:
+    """Dynamo's compile-time totals by phase in seconds (entire_frame_compile, inductor_compile,
+    entire_backward_compile, ...); {} where this torch cannot tell."""
+    try:
+        return {k: float(v) for k, v in torch._dynamo.utils.calculate_time_spent().items()}
+    except Exception:
+        return {}
+
+
+def inductor_cache_counters(torch) -> dict:
+    """Inductor's cache counters (FX-graph cache hits and misses, ...); {} if unreadable."""
+    return {k: v for k, v in (_counter(torch, "inductor") or {}).items() if "cache" in k}
+
+
 def count_flops(torch, step) -> float | None:
     """FLOPs of one call of `step`, counted by torch's FlopCounterMode (None if it cannot)."""
     try:

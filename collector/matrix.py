@@ -18,6 +18,7 @@ PRESET_DIR = Path(__file__).parent / "presets"
 PHASES = ("infer", "train")
 MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
 INFER_ONLY_MODES = ("aot-inductor",)  # torch.export + AOTInductor package: inference only
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # modes that replay CUDA graphs
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
 SCOPES = ("model", "step")
 DYNAMIC = ("auto", "true", "false")  # torch.compile(dynamic=None | True | False)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
 from collector import schema
+from collector.cell import PARTIAL_NAME, last_logged_step
 from collector.compact import compact_run
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
@@ -106,7 +107,7 @@ def _partial(out_path: Path) -> dict:
     """What a cell process that died had measured by its last logged step (collector.cell saves
     it beside its result file), or {} if nothing readable was saved."""
     try:
-        saved = json.loads((out_path.parent / "partial.json").read_text())  # collector.cell.PARTIAL_NAME
+        saved = json.loads((out_path.parent / PARTIAL_NAME).read_text())
     except (OSError, ValueError):
         return {}
     return saved if isinstance(saved, dict) else {}
@@ -121,9 +122,8 @@ def _last_step(path: Path) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    section = text.rsplit("\n=== ", 1)[-1]
-    steps = [line for line in section.splitlines() if line.startswith("[cell +")]
-    return f"; last step logged: {steps[-1].split(']', 1)[1].strip()}" if steps else ""
+    step = last_logged_step(text.rsplit("\n=== ", 1)[-1])  # this process's section of the log only
+    return f"; last step logged: {step}" if step else ""
 
 
 class SubprocessLauncher:
@@ -380,7 +380,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         failure: list[BaseException] = []
         launchers = [launcher] if workers == [Worker()] else [launcher.for_worker(w) for w in workers]
         session_start = clock()
-        budget_hit: list[int] = []
+        budget_hit = threading.Event()
 
         def work(worker: Worker, own: Launcher) -> None:
             while not stop.is_set():
@@ -388,8 +388,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                     if not queue:
                         return
                     if stop_after_s is not None and clock() - session_start >= stop_after_s:
-                        if not budget_hit:
-                            budget_hit.append(len(queue))
+                        budget_hit.set()
                         return
                     k, cell = queue.pop(0)
                     progress.start(k, cell.label() + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
@@ -442,7 +441,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
             manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
             _write_json(run_dir / "run.json", manifest)
         print(progress.summary(skipped_done=already), file=out, flush=True)
-        if budget_hit:
+        if budget_hit.is_set():
             print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
                   "run the same command again to resume", file=out, flush=True)
     return run_dir

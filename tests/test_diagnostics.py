@@ -87,6 +87,9 @@ def test_missing_private_apis_degrade_to_unknown_not_zero():
     assert all(v is None for v in found.values()), found
     row = diagnostics.to_row(found)
     assert all(v is None for v in row.values())
+    # the cell's other private reads degrade the same way
+    assert diagnostics.activity(bare) is None
+    assert diagnostics.compile_times(bare) == {} and diagnostics.inductor_cache_counters(bare) == {}
 
 
 def test_metrics_without_a_field_leave_only_that_field_unknown():
@@ -128,3 +131,15 @@ def test_silent_cudagraph_skips_are_counted_as_unlogged_not_dropped():
     found = diagnostics.since(torch, before)
     assert found["cudagraph_skip_count"] == 1
     assert found["cudagraph_skip_reasons"] == {diagnostics.UNLOGGED: 1}
+
+
+def test_activity_changes_only_when_something_compiles():
+    """The cell's warm-up stops once a call leaves Dynamo's counters unchanged."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x * 2 + 1, backend="eager")
+    x = torch.ones(4)
+    before = diagnostics.activity(torch)
+    f(x)
+    after_compile = diagnostics.activity(torch)
+    f(x)
+    assert after_compile != before and diagnostics.activity(torch) == after_compile
