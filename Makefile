@@ -31,9 +31,11 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
+  $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
-  $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch)
+  $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
+  $(call opt,--min-effect,$(MIN_EFFECT))
 
 .PHONY: help collect report test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
@@ -45,6 +47,8 @@ help: ## list the targets
 	@echo "  collect options: PRESET=auto|smoke|quick|default|shapes|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   DYNAMIC=auto,true,false"
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
+	@echo "                   PROCESSES=<n> (fresh processes timing each cell, default 3)"
+	@echo "                   PLANT_SLOWDOWN=<pct> (test option: slow each compiled step by pct%)"
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"

@@ -33,6 +33,8 @@ def parse_args(argv):
                    help="compare runs from different devices, matrices or protocols (said on top of the report)")
     p.add_argument("--noise", type=float, default=stats.NOISE_THRESHOLD,
                    help="IQR/median above which a cell is marked noisy (default 0.10)")
+    p.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT, dest="min_effect",
+                   help="smallest change (as a fraction) that is called or judged faster/slower (default 0.02)")
     return p.parse_args(argv)
 
 
@@ -44,6 +46,8 @@ def main(argv=None) -> int:
         if not runs:
             raise DataError(f"no runs (folders with run.json) under {', '.join(map(str, args.data or ['data/']))}; "
                             "`make collect` makes one")
+        if not 0 <= args.min_effect < 1:
+            raise DataError(f"--min-effect is a fraction from 0 to 1 (0.02 = 2%), got {args.min_effect:g}")
         if bool(args.baseline) != bool(args.candidate):
             raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
         if args.baseline:
@@ -63,13 +67,15 @@ def main(argv=None) -> int:
             order = [by_id[x] for x in args.run]
             for cand in args.candidate:
                 report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
-                                              allow_mismatch=args.allow_mismatch, reps=args.reps)
+                                              allow_mismatch=args.allow_mismatch, reps=args.reps,
+                                              min_effect=args.min_effect)
                 md, html = render_compare(report, args.out / f"compare-{args.baseline}-vs-{cand}")
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
             return 0
         for run in runs:
-            report = build_run_report(loaded, run, reps=args.reps, noise=args.noise)
+            report = build_run_report(loaded, run, reps=args.reps, noise=args.noise,
+                                      min_effect=args.min_effect)
             md, html = render(report, args.out / run.run_id)
             print(f"{run.run_id}: {report.status_line}\n  {html}\n  {md}")
     except DataError as exc:

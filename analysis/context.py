@@ -64,6 +64,7 @@ class SpeedupRow:
     flags: str
     css: str
     gpu: str = ""
+    processes: str = ""  # processes that timed it, and the spread of their speedups
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class RunReport:
     device_line: str
     status_line: str
     noise_threshold: str
+    min_effect: str
     skipped_files: list[tuple[str, str]]
     headline: list[HeadlineRow]
     speedups: list[SpeedupRow]
@@ -197,18 +199,23 @@ def cell_label(r) -> str:
     return f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']}{scope}"
 
 
-def compute_verdicts(loaded: Loaded, run_id: str, reps: int) -> dict:
-    """Bootstrap every compiled cell of the run; store table `verdicts`; return replicates by cell."""
+def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float = stats.MIN_EFFECT) -> dict:
+    """Interval of every compiled cell of the run (stats.bootstrap_medians: over processes, or over
+    blocks for a one-process cell); store table `verdicts`; return replicates by cell."""
     con = loaded.con
     rows = con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
-    cells = [stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled), int(blocks or 1), int(spb or 1))
-             for _, cell_id, blocks, spb, eager, compiled in rows if compiled]  # eager-only cells: no speedup
+    cells = [stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled), int(blocks or 1), int(spb or 1),
+                               int(processes or 1))
+             for _, cell_id, blocks, spb, eager, compiled, processes in rows if compiled]  # eager-only: no speedup
     reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
+    points = dict(con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = $run_id", {"run_id": run_id}).fetchall())
     rows = []
     if reps_by_cell:
         bounds = stats.intervals(np.stack(list(reps_by_cell.values())))
         for cell_id, (lo, hi) in zip(reps_by_cell, bounds):
-            rows.append((run_id, cell_id, float(lo), float(hi), stats.verdict(lo, hi)))
+            point = points.get(cell_id)
+            rows.append((run_id, cell_id, float(lo), float(hi),
+                         stats.verdict(lo, hi, None if stats.missing(point) else point, min_effect)))
     frame = pd.DataFrame(rows, columns=["run_id", "cell_id", "speedup_lo", "speedup_hi", "verdict"])
     con.execute("DELETE FROM verdicts WHERE run_id = $run_id", {"run_id": run_id})
     con.register("new_verdicts", frame)
@@ -250,11 +257,23 @@ def mark_eager_outliers(rows: list[dict], noise: float, min_cells: int = 3) -> N
                 m["eager_offset"] = (offset, len(members))
 
 
+def process_text(r: dict) -> str:
+    """'3 (spread 1.2%)': processes that timed the cell and how far their speedups spread."""
+    n = r.get("processes")
+    if stats.missing(n):
+        return "-"
+    n = int(n)
+    if n < 2 or stats.missing(r.get("process_spread")):
+        return f"{n}"
+    return f"{n} (spread {100 * r['process_spread']:.1f}%)"
+
+
 def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
-                     noise: float = stats.NOISE_THRESHOLD, now: str | None = None) -> RunReport:
+                     noise: float = stats.NOISE_THRESHOLD, now: str | None = None,
+                     min_effect: float = stats.MIN_EFFECT) -> RunReport:
     """The full context for one run's report."""
     con, run_id = loaded.con, run.run_id
-    reps_by_cell = compute_verdicts(loaded, run_id, reps)
+    reps_by_cell = compute_verdicts(loaded, run_id, reps, min_effect)
     env = run.env
 
     speed = _records(con, "speedup_table", run_id)
@@ -272,7 +291,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
             fmt_x(r["speedup"]),
             "-" if r["speedup_lo"] is None else f"{r['speedup_lo']:.2f}-{r['speedup_hi']:.2f}",
             verdict, why.why_text(r, peaks, noise), css,
-            "" if r["gpu_index"] is None else str(int(r["gpu_index"]))))
+            "" if r["gpu_index"] is None else str(int(r["gpu_index"])), process_text(r)))
 
     headline = []
     for h in _records(con, "headline", run_id):
@@ -353,6 +372,11 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                      "once on this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound "
                      "steps are unaffected; launch-bound ones share the host with a neighbour that may be "
                      "compiling: see the eager baselines across cells.")
+    single = [r for r in speed if r.get("processes") == 1]
+    if single:
+        notes.append(f"{len(single)} of {len(speed)} compiled cells were timed in one process: their intervals cover "
+                     "the noise within that process only, and processes of the same cell can land further apart "
+                     "(collect with PROCESSES=3 for intervals over processes; docs/measurement.md).")
     tf32 = run.manifest.get("protocol", {}).get("tf32")
     notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
     proto = run.manifest.get("protocol", {})
@@ -374,7 +398,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         title=f"torch.compile report: {run_id}", run_id=run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         description=run.manifest.get("description", ""), device_line=device_line, status_line=status_line,
-        noise_threshold=fmt_pct(noise), skipped_files=list(loaded.skipped),
+        noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=list(loaded.skipped),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],

@@ -42,7 +42,8 @@ class Run:
 
 @dataclass
 class Loaded:
-    """A DuckDB connection holding table `cells` (good rows only) and the files left out."""
+    """A DuckDB connection holding table `cells_raw` (good rows only, as stored), view `cells` (the
+    same rows brought up to the current schema) and the files left out."""
 
     con: duckdb.DuckDBPyConnection
     runs: list[Run]
@@ -158,16 +159,17 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
     good, skipped = _validate(con, loose)
     if skipped and strict:
         raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
-    con.execute("CREATE TABLE cells AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
+    con.execute("CREATE TABLE cells_raw AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
                 [str(_empty_file())])
     for path, ids, run_dir in compacts:
         if path in good_compacts:
-            con.execute("INSERT INTO cells BY NAME SELECT *, $dir || '/cells/' || cell_id || '.parquet' AS filename "
+            con.execute("INSERT INTO cells_raw BY NAME SELECT *, $dir || '/cells/' || cell_id || '.parquet' AS filename "
                         "FROM read_parquet($path) WHERE cell_id IN (SELECT unnest($ids))",
                         {"dir": run_dir, "path": path, "ids": ids})
     if good:
-        con.execute("INSERT INTO cells BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
+        con.execute("INSERT INTO cells_raw BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
                     [good])
+    con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
     return Loaded(con, runs, sorted(skipped))
 
 

@@ -1,9 +1,21 @@
-"""Statistics computed from raw samples: paired block-bootstrap intervals and verdicts.
+"""Statistics computed from raw samples: two-level intervals over processes and blocks, verdicts.
 
-Eager and compiled are timed in alternating blocks (eager block i, then compiled
-block i). The bootstrap resamples block indices with replacement and takes both
-sides' block i together, so drift that hit a pair of neighbouring blocks stays paired.
-The statistic is the ratio of medians (eager / compiled = speedup).
+The process is the unit of repetition (docs/measurement.md). A cell timed in P >= 2 fresh
+processes gets its interval from the processes: each process gives one paired estimate
+(ln eager median, ln compiled median) from its own blocks, so the spread between processes
+carries the noise inside each process as well as the noise between them (Kalibera & Jones
+2013: the top level's variance includes the levels below it). The estimate is the mean over
+processes (a geometric mean of medians; speedup = eager / compiled); its interval is Student's
+t with P - 1 degrees of freedom, drawn as replicates from the multivariate t of the pair so
+that every ratio built from them (speedup, a change between runs, a geometric mean over
+cells) comes from one set of replicates. Why not a bootstrap over processes: with P = 3 a
+percentile bootstrap cannot produce the t distribution's tails and covers far less than 95%
+(benchmarks/interval_coverage.py measures each method).
+
+A cell timed in one process (data collected before replicates existed, or PROCESSES=1) keeps
+the paired block bootstrap: eager and compiled are timed in alternating blocks, block indices
+are resampled with replacement taking both sides' block i together. That interval covers the
+noise within the process only, and the report says so.
 """
 from __future__ import annotations
 
@@ -14,8 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-DEFAULT_REPS = 500
+DEFAULT_REPS = 1000
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
+MIN_EFFECT = 0.02  # a change smaller than 2% is not called (cf. asv --factor, the PyTorch dashboard's 5%)
+DISAGREE = 0.05  # processes "disagree" when their speedups span more than 5% (max / min - 1)
 
 
 @dataclass(frozen=True)
@@ -27,6 +41,7 @@ class CellSamples:
     compiled_ms: np.ndarray
     blocks: int
     steps_per_block: int
+    processes: int = 1
 
 
 def missing(v) -> bool:
@@ -56,13 +71,19 @@ def bootstrap_speedups(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed:
 
 def bootstrap_medians(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0,
                       chunk: int = 256) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
-    """Paired bootstrap replicates of (eager median, compiled median) per cell, keyed by cell key.
-
-    Vectorised over cells that share a block layout; memory is bounded by `chunk`.
+    """Replicates of (eager median, compiled median) per cell, keyed by cell key: the process-level
+    t replicates for cells of P >= 2 processes (`process_replicates`), the paired block bootstrap
+    for cells of one process. Vectorised over cells that share a block layout; memory is bounded
+    by `chunk`.
     """
     rng = np.random.default_rng(seed)
+    out: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    multi = [c for c in cells if c.processes >= 2]
+    out.update(process_replicates(multi, reps, rng))
     groups: dict[tuple, list[tuple]] = {}
     for c in cells:
+        if c.processes >= 2:
+            continue
         e = _blocked(np.asarray(c.eager_ms, float), c.blocks, c.steps_per_block)
         k = _blocked(np.asarray(c.compiled_ms, float), c.blocks, c.steps_per_block)
         if e.shape != k.shape:  # unpaired layout: fall back to independent single-sample blocks
@@ -86,10 +107,38 @@ def bootstrap_medians(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: 
         k_med = _median_last(K[cell_ix, idx].reshape(len(part), reps, nb * spb))
         return [(m[0], (e.astype(np.float64), k.astype(np.float64))) for m, e, k in zip(part, e_med, k_med)]
 
-    out: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # numpy releases the GIL
         for pairs in pool.map(run, jobs):
             out.update(pairs)
+    return out
+
+
+def process_medians(x: np.ndarray, processes: int) -> np.ndarray:
+    """Median of each process's samples (the samples are stored process after process)."""
+    x = np.asarray(x, float)
+    n = len(x) // processes
+    return np.median(x[: n * processes].reshape(processes, n), axis=1)
+
+
+def process_replicates(cells: list[CellSamples], reps: int, rng) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """Replicates of (eager, compiled) for cells timed in P >= 2 processes: the pair
+    x_p = (ln eager median, ln compiled median) of each process, mean m and covariance S over
+    processes; replicate r = m + sqrt(df / chi2_df) * (g @ (x - m)) / sqrt(P (P - 1)) with g
+    standard normal, i.e. a draw from the multivariate t with P - 1 degrees of freedom and
+    scale S / P. Any linear combination of the two logs (ln speedup) then has exactly the
+    t interval of its per-process values."""
+    out = {}
+    for c in cells:
+        P = c.processes
+        e = np.log(process_medians(c.eager_ms, P))
+        k = np.log(process_medians(c.compiled_ms, P))
+        x = np.stack([e, k], axis=1)  # [P, 2]
+        m = x.mean(axis=0)
+        d = x - m
+        g = rng.standard_normal((reps, P))
+        w = np.sqrt((P - 1) / rng.chisquare(P - 1, size=reps))
+        r = m + w[:, None] * (g @ d) / np.sqrt(P * (P - 1))
+        out[c.key] = (np.exp(r[:, 0]), np.exp(r[:, 1]))
     return out
 
 
@@ -112,13 +161,40 @@ def geomean_interval(replicates: list[np.ndarray], level: float = 0.95) -> tuple
     return interval(np.exp(logs.mean(axis=0)), level)
 
 
-def verdict(lo: float, hi: float) -> str:
-    """'faster' / 'slower' when the interval excludes 1, else 'no clear difference'."""
-    if lo > 1.0:
+def verdict(lo: float, hi: float, point: float | None = None, min_effect: float = 0.0) -> str:
+    """'faster' / 'slower' when the interval excludes 1 and the point estimate is at least
+    `min_effect` away from 1 (as a ratio), else 'no clear difference'."""
+    big = point is None or abs(np.log(point)) >= np.log1p(min_effect)
+    if lo > 1.0 and big:
         return "faster"
-    if hi < 1.0:
+    if hi < 1.0 and big:
         return "slower"
     return "no clear difference"
+
+
+def t_interval(logs, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, lo, hi) of per-process log values: Student's t with n - 1 degrees of freedom."""
+    from math import sqrt
+
+    logs = np.asarray(logs, float)
+    n = len(logs)
+    m = float(logs.mean())
+    if n < 2:
+        return m, float("nan"), float("nan")
+    half = _t_quantile(0.5 + level / 2, n - 1) * float(logs.std(ddof=1)) / sqrt(n)
+    return m, m - half, m + half
+
+
+def _t_quantile(q: float, df: int) -> float:
+    """Student's t quantile (numpy has no ppf): bisection on the CDF from the regularised
+    incomplete beta function, computed by numerical integration of the t density."""
+    from math import gamma, pi, sqrt
+
+    c = gamma((df + 1) / 2) / (sqrt(df * pi) * gamma(df / 2))
+    grid = np.linspace(0.0, 200.0, 400001)
+    dens = c * (1 + grid ** 2 / df) ** (-(df + 1) / 2)
+    cdf = 0.5 + np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(grid))])
+    return float(np.interp(q, cdf, grid))
 
 
 def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:

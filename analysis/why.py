@@ -88,6 +88,17 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
         parts.append(f"eager {offset * 100:+.0f}% against this model's median over {cells} cells")
     if stats.is_noisy(r.get("eager_iqr_rel"), r.get("compiled_iqr_rel"), threshold=noise):
         parts.append("noisy")
+    spread = r.get("process_spread")
+    if not stats.missing(spread) and spread > stats.DISAGREE:
+        raw = r.get("process_speedups")
+        speeds = [float(v) for v in ([] if raw is None else list(raw)) if not stats.missing(v)]
+        side = max((("eager", r.get("eager_process_spread")), ("compiled", r.get("compiled_process_spread"))),
+                   key=lambda t: -1 if stats.missing(t[1]) else t[1])
+        rng = f" ({min(speeds):.2f}x-{max(speeds):.2f}x)" if speeds else ""
+        parts.append(f"PROCESSES DISAGREE: speedups span {spread * 100:.0f}%{rng} over {len(speeds)} processes, "
+                     f"mostly the {side[0]} side ({side[1] * 100:.0f}%)")
+    if not stats.missing(r.get("planted_slowdown_pct")) and r["planted_slowdown_pct"]:
+        parts.append(f"TEST RUN: {r['planted_slowdown_pct']:g}% slowdown planted in the compiled step")
     return "; ".join(parts)
 
 

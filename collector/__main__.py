@@ -55,6 +55,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--recompile-sweep", choices=["0", "1"], dest="recompile_sweep",
                    help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size "
                         "in the same process and record the first calls and recompiles (default 0)")
+    p.add_argument("--processes", type=int,
+                   help="fresh processes that time each cell: the cold-compile one plus N-1 on its warm cache "
+                        "(default 3; the process is the unit of repetition, docs/measurement.md)")
+    p.add_argument("--plant-slowdown", type=int, dest="plant_slowdown_pct", metavar="PCT",
+                   help="test option: add work worth PCT%% of the compiled step after each compiled step "
+                        "(GPU time on a GPU), to check that a comparison calls a change of known size")
     p.add_argument("--tf32", choices=["0", "1"])
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
@@ -126,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
                                                           "timeout_s", "warm_compile", "portable_cache", "recompile_sweep", "tf32",
-                                                          "device")}
+                                                          "device", "processes", "plant_slowdown_pct")}
     try:
         if args.run_id:
             check_run_id(args.run_id)

@@ -18,7 +18,9 @@ import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from collector import diagnostics, models
 from collector.matrix import CUDAGRAPH_MODES
@@ -182,9 +184,27 @@ def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
     return step
 
 
-def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: dict):
-    """(eager_step, compiled_step or None, optimizer). Each step returns its output or loss;
-    `record` receives the aot-inductor stage times."""
+@dataclass
+class Sides:
+    """The two sides of a cell. They share no mutable state that running one side changes: in
+    training the compiled side has its own copy of the model (same initial weights) and its own
+    optimizer, so its optimizer state (AdamW's `step` tensors, which a compiled step moves to the
+    device), its weights and its gradients never reach the eager side. Inference shares the
+    module: no_grad in eval mode changes nothing in it."""
+
+    eager: Callable[[], object]
+    compiled: Callable[[], object] | None
+    eager_module: object
+    compiled_module: object
+    eager_opt: object
+    compiled_opt: object
+
+
+def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: dict) -> Sides:
+    """Both sides' steps. Each step returns its output or loss; `record` receives the
+    aot-inductor stage times."""
+    import copy
+
     cell = spec["cell"]
     mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
     dynamic = {"auto": None, "true": True, "false": False}[cell.get("dynamic", "auto")]
@@ -192,7 +212,6 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     def compile_(fn):
         return torch.compile(fn, mode=mode, dynamic=dynamic)
 
-    opt = torch.optim.AdamW(module.parameters(), lr=1e-5) if phase == "train" else None
     mark = (torch.compiler.cudagraph_mark_step_begin
             if mode in CUDAGRAPH_MODES and spec["device"] == "cuda" else (lambda: None))
 
@@ -202,7 +221,7 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
                 return fn(*inputs)
         return step
 
-    def train_body(fn):
+    def train_body(mod, opt, fn):
         def body():
             opt.zero_grad(set_to_none=True)
             with autocast():
@@ -215,18 +234,24 @@ def _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     if phase == "infer":
         eager = infer_with(module)
         if mode == "aot-inductor":
-            return eager, _aoti_step(torch, spec, module, inputs, autocast, record), opt
-        compiled = None if mode == "eager" else infer_with(compile_(module))
-        return eager, compiled, opt
-    eager = train_body(module)
+            compiled = _aoti_step(torch, spec, module, inputs, autocast, record)
+        else:
+            compiled = None if mode == "eager" else infer_with(compile_(module))
+        return Sides(eager, compiled, module, module, None, None)
+    # the compiled side's copy is taken before any step runs: both start from the same weights
+    cmodule = copy.deepcopy(module) if mode != "eager" else None
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-5)
+    eager = train_body(module, opt, module)
     if mode == "eager":
-        return eager, None, opt
-    inner = train_body(compile_(module)) if scope == "model" else compile_(train_body(module))
+        return Sides(eager, None, module, None, opt, None)
+    copt = torch.optim.AdamW(cmodule.parameters(), lr=1e-5)
+    inner = (train_body(cmodule, copt, compile_(cmodule)) if scope == "model"
+             else compile_(train_body(cmodule, copt, cmodule)))
 
     def compiled():
         mark()
         return inner()
-    return eager, compiled, opt
+    return Sides(eager, compiled, module, cmodule, opt, copt)
 
 
 def _capture(torch, out, module, phase):
@@ -340,15 +365,106 @@ def _save_portable(torch, path: Path, result: dict) -> None:
         result["portable_cache_bytes"] = len(blob)
 
 
+def host_hygiene(torch) -> list[str]:
+    """Quieten this process's host before the timed blocks; returns what was done (the row's
+    `hygiene`). Inductor's compile-worker pool, idle but alive after compiling, slowed a
+    launch-bound eager step on the H200 host (median 5.5 ms against 4.1 ms once shut down,
+    docs/measurement.md); the workers are not needed again in this process."""
+    done = []
+    try:
+        from torch._inductor import async_compile
+
+        shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+        if shutdown is not None:
+            shutdown()
+            done.append("compile-workers-shutdown")
+    except Exception as exc:  # private API: a torch without it simply does not get this step
+        log(f"could not shut down compile workers: {type(exc).__name__}: {exc}")
+    return done
+
+
+def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict):
+    """A test option (protocol plant_slowdown_pct): `step` followed by extra work worth `pct`% of
+    its own median time, measured here over a short block. On the GPU the work is device time
+    (torch.cuda._sleep, calibrated in cycles per ms), so it lengthens a GPU-bound step by that
+    much; on the CPU it is a busy wait. Returns the wrapped step; `record` gets the delay (ms)."""
+    base_ms = statistics.median(clock.block(step, 9).step_ms)
+    delay_ms = base_ms * pct / 100
+    record["planted_delay_ms"] = delay_ms
+    if cuda:
+        cycles = 1_000_000
+        times = []
+        for _ in range(5):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        n = max(1, int(cycles * delay_ms / statistics.median(times)))
+
+        def planted():
+            out = step()
+            torch.cuda._sleep(n)
+            return out
+    else:
+        def planted():
+            out = step()
+            until = time.perf_counter() + delay_ms / 1e3
+            while time.perf_counter() < until:
+                pass
+            return out
+    log(f"planted slowdown: +{delay_ms:.4f} ms a step ({pct:g}% of the compiled median {base_ms:.4f} ms)")
+    return planted
+
+
+def time_blocks(sides: list, blocks: int, spb: int, k: int, clock, between=lambda: None,
+                on_block=lambda side: None) -> dict:
+    """The timed region: `blocks` rounds, each side's block in turn (ABAB: drift in clocks or load
+    hits both sides equally). Per side: samples (ms a step), enqueue times, wall per step of each
+    block, and the seconds spent. `between` runs after each round, outside the timed blocks
+    (telemetry); `on_block(side)` after each block (peak memory)."""
+    samples = {s: {"step": [], "enq": [], "wall": [], "secs": 0.0} for s, _ in sides}
+    for _ in range(blocks):
+        for side, step in sides:
+            rec = samples[side]
+            w0 = time.perf_counter()
+            blk = clock.block(step, spb, k)
+            rec["secs"] += time.perf_counter() - w0
+            rec["step"] += blk.step_ms
+            rec["enq"] += blk.enqueue_ms
+            rec["wall"].append(blk.wall_ms_per_step)
+            on_block(side)
+        between()
+    return samples
+
+
+def _warm_compiled(torch, step, mode: str, max_calls: int) -> int:
+    """Call the compiled step (first call already made) until no compile event occurs; at least
+    3 calls for CUDA-graph modes (warm-up, record, replay). Returns the calls made, first included."""
+    calls, min_calls = 1, (3 if mode in CUDAGRAPH_MODES else 2)
+    while calls < max_calls:
+        seen = diagnostics.activity(torch)
+        step()
+        calls += 1
+        if calls >= min_calls and diagnostics.activity(torch) == seen:
+            break
+    return calls
+
+
 def measure(spec: dict, result: dict, stage: Stage) -> None:
-    """Run the protocol, filling `result` as it goes (partial results survive a failure)."""
-    cell, proto = spec["cell"], spec["protocol"]
+    """Run the job `spec` (collector.job.Job as JSON), filling `result` as it goes (partial
+    results survive a failure)."""
+    from collector.job import Job
+
+    job = Job.from_json(spec)
+    cell, proto = job.cell, job.protocol
     name, _ = models.parse_ref(cell["model"])
     missing = models.missing_requirements(name)
     if missing:
         result.update(status="skipped", error=f"needs {', '.join(missing)} (not installed)")
         return
-    log("setup")
+    log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(spec)
     cuda = dev.type == "cuda"
     log(f"torch imported, model built on {dev}")
@@ -356,7 +472,8 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
 
     clock = CudaClock(torch) if cuda else CpuClock()
     result["timing_method"] = clock.method
-    eager_step, compiled_step, _ = _make_steps(torch, spec, module, inputs, target, loss_fn, autocast, result)
+    sides = _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, result)
+    eager_step, compiled_step = sides.eager, sides.compiled
 
     def timed_first_call(step):
         clock.sync()
@@ -370,9 +487,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     def peaks():
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
-    if spec.get("portable_from"):  # third process: empty cache directory + the saved artifacts
+    if job.kind == "portable":  # empty cache directory + the saved artifacts
         stage.name = "compile"
-        blob = Path(spec["portable_from"]).read_bytes()
+        blob = Path(job.portable_from).read_bytes()
         t0 = time.perf_counter()
         torch.compiler.load_cache_artifacts(blob)
         result["portable_load_s"] = time.perf_counter() - t0
@@ -382,15 +499,16 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
         result["status"] = "ok"
         return
-    if spec.get("warm_only"):
+    if job.kind == "warm":
         stage.name = "compile"
         _, result["warm_first_call_compiled_s"] = timed_first_call(compiled_step)
         result["warm_compile_dynamo_s"] = diagnostics.compile_times(torch).get("entire_frame_compile")
         result["status"] = "ok"
         return
+    cold = job.kind == "cold"
 
     ref64 = None
-    if compiled_step is not None:
+    if cold and compiled_step is not None:
         stage.name = "reference"
         try:
             ref64 = _reference64(torch, module, inputs, target, loss_fn, float_inputs, cell["phase"])
@@ -403,112 +521,98 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         log("float64 reference done")
 
     stage.name = "eager"
-    snapshot = {k: v.detach().clone() for k, v in module.state_dict().items()}
     out, result["first_call_eager_s"] = timed_first_call(eager_step)
-    if cuda:
+    if cuda and cold:
         result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = peaks()
     ref_out_eager, ref_grads = _capture(torch, out, module, cell["phase"])
     for _ in range(proto["warmup_steps"]):
         eager_step()
-    result["flops_per_step"] = diagnostics.count_flops(torch, eager_step)  # one more eager step, counted
+    if cold:
+        result["flops_per_step"] = diagnostics.count_flops(torch, eager_step)  # one more eager step, counted
     log(f"eager first call {result['first_call_eager_s']:.2f} s, warmed up")
 
     if compiled_step is not None:
         stage.name = "compile"
-        module.load_state_dict(snapshot)  # compiled first call starts from the eager reference's weights
         before = diagnostics.snapshot(torch)
-        out, result["first_call_compiled_s"] = timed_first_call(compiled_step)
-        log(f"compiled first call {result['first_call_compiled_s']:.2f} s")
-        got_out, got_grads = _capture(torch, out, module, cell["phase"])
-        calls, min_calls = 1, (3 if cell["mode"] in CUDAGRAPH_MODES else 2)
-        while calls < proto["max_warmup_calls"]:
-            seen = diagnostics.activity(torch)
-            compiled_step()
-            calls += 1
-            if calls >= min_calls and diagnostics.activity(torch) == seen:
-                break
+        out, first_s = timed_first_call(compiled_step)
+        result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
+        log(f"compiled first call {first_s:.2f} s ({'cold' if cold else 'warm'} cache)")
+        got_out, got_grads = _capture(torch, out, sides.compiled_module, cell["phase"])
+        calls = _warm_compiled(torch, compiled_step, cell["mode"], proto["max_warmup_calls"])
         clock.sync()
-        if cuda:
+        if cuda and cold:
             result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = peaks()
         result["warmup_calls_compiled"] = calls
         times = diagnostics.compile_times(torch)
-        result["compile_times_json"] = json.dumps(times, sort_keys=True)
-        result["compile_dynamo_s"] = times.get("entire_frame_compile")
-        result["compile_inductor_s"] = times.get("inductor_compile")
-        result["compile_backward_s"] = times.get("entire_backward_compile")
-        result.update(diagnostics.to_row(diagnostics.since(torch, before)))
-        if spec.get("portable_path"):
-            _save_portable(torch, Path(spec["portable_path"]), result)
+        if cold:
+            result["compile_times_json"] = json.dumps(times, sort_keys=True)
+            result["compile_dynamo_s"] = times.get("entire_frame_compile")
+            result["compile_inductor_s"] = times.get("inductor_compile")
+            result["compile_backward_s"] = times.get("entire_backward_compile")
+            result.update(diagnostics.to_row(diagnostics.since(torch, before)))
+            if job.portable_path:
+                _save_portable(torch, Path(job.portable_path), result)
+        else:
+            result["warm_compile_dynamo_s"] = times.get("entire_frame_compile")
         stage.name = "compiled"
         for _ in range(proto["warmup_steps"]):
             compiled_step()
-        key = cell["dtype"] + ("+tf32" if proto["tf32"] and cell["dtype"] == "float32" and cuda else "")
-        tol = TOLERANCE[key]
-        result["tolerance"] = tol
-        if ref64 is not None:
-            ref_out, ref_grads_cmp = ref64
-            result["eager_output_rel_err"] = rel_l2(ref_out_eager, ref_out)
-            if cell["phase"] == "train":
-                result["eager_grad_rel_err"] = rel_l2(ref_grads, ref_grads_cmp)
+        if cold:
+            _check_accuracy(spec, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result)
+            log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
         else:
-            ref_out, ref_grads_cmp = ref_out_eager, ref_grads
-        result["output_rel_err"] = rel_l2(got_out, ref_out)
-        checks = [(result["output_rel_err"], result.get("eager_output_rel_err"))]
-        if cell["phase"] == "train":
-            result["grad_rel_err"] = rel_l2(got_grads, ref_grads_cmp)
-            checks.append((result["grad_rel_err"], result.get("eager_grad_rel_err")))
-        result["accuracy_ok"] = all(_within(got, eager, tol) for got, eager in checks)
-        log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
+            log(f"compiled warmed up in {calls} calls")
 
     stage.name = "timing"
-    # long enough blocks: a block lasts at least min_block_ms (estimated from a short eager block)
-    est_ms = statistics.median(clock.block(eager_step, 3).step_ms)
-    k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
-    spb = max(proto["steps_per_block"],  # samples per block
-              min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
-    result["steps_per_block"] = spb
-    result["steps_per_sample"] = k
-    sides = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
-    samples = {s: {"step": [], "enq": [], "wall": [], "peak": (0, 0), "secs": 0.0} for s, _ in sides}
+    result["hygiene"] = ",".join(host_hygiene(torch) + ["telemetry-between-blocks"])
+    if job.layout is not None:  # a replicate keeps the cold process's layout
+        spb, k = job.layout.steps_per_block, job.layout.steps_per_sample
+    else:  # long enough blocks: a block lasts at least min_block_ms (estimated from a short eager block)
+        est_ms = statistics.median(clock.block(eager_step, 3).step_ms)
+        k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
+        spb = max(proto["steps_per_block"],  # samples per block
+                  min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
+    result["steps_per_block"], result["steps_per_sample"] = spb, k
+    if compiled_step is not None and proto.get("plant_slowdown_pct"):
+        result["planted_slowdown_pct"] = float(proto["plant_slowdown_pct"])
+        compiled_step = plant_slowdown(torch, cuda, compiled_step, proto["plant_slowdown_pct"], clock, result)
+    sides_list = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
+    peak = {s: (0, 0) for s, _ in sides_list}
     monitor = None
     if cuda:
         from collector.nvml import NvmlMonitor
 
         monitor = NvmlMonitor.open(str(torch.cuda.get_device_properties(dev).uuid))
-        if monitor:
-            monitor.start()
-    energy_ok = monitor is not None and monitor.energy_j() is not None
-    for _ in range(proto["blocks"]):
-        for side, step in sides:  # ABAB: drift in clocks or load hits both sides equally
-            rec = samples[side]
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-            w0 = time.perf_counter()
-            blk = clock.block(step, spb, k)
-            rec["secs"] += time.perf_counter() - w0
-            rec["step"] += blk.step_ms
-            rec["enq"] += blk.enqueue_ms
-            rec["wall"].append(blk.wall_ms_per_step)
-            if cuda:
-                rec["peak"] = tuple(max(a, b) for a, b in zip(rec["peak"], peaks()))
+
+    def on_block(side):
+        if cuda:
+            peak[side] = tuple(max(a, b) for a, b in zip(peak[side], peaks()))
+            torch.cuda.reset_peak_memory_stats()
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    # telemetry: one NVML reading after each round of blocks, outside the timed region (a sampling
+    # thread would compete with a launch-bound step for the host and the GIL)
+    samples = time_blocks(sides_list, proto["blocks"], spb, k, clock,
+                          between=monitor.sample if monitor else (lambda: None), on_block=on_block)
     windows = ", ".join(f"{side} {rec['secs']:.2f} s" for side, rec in samples.items())
     log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows})")
-    if monitor:  # telemetry covers the timed blocks only, not the energy windows after them
+    if monitor:
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
                       sm_clock_mhz=tel.sm_clock_mhz, gpu_temp_c=tel.gpu_temp_c)
-    if energy_ok:  # the energy counter is read directly: it needs no sampling thread
-        for side, step in sides:
+    if cold and monitor is not None and monitor.energy_j() is not None:
+        for side, step in sides_list:  # the energy counter is read directly, before and after
             _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
     for side, rec in samples.items():
         result[f"{side}_step_ms"] = rec["step"]
         result[f"{side}_enqueue_ms"] = rec["enq"] if cuda else None
         result[f"{side}_block_wall_ms"] = rec["wall"]
         if cuda:
-            result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = rec["peak"]
-    if proto.get("recompile_sweep") and compiled_step is not None and cell["phase"] == "infer":
+            result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = peak[side]
+    if (cold and proto.get("recompile_sweep") and compiled_step is not None and cell["phase"] == "infer"):
         stage.name = "sweep"
-        _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, clock, result)
+        _recompile_sweep(torch, spec, dev, inputs, float_inputs, sides.compiled, clock, result)
     ok = result.get("accuracy_ok", True)
     result["status"] = "ok" if ok else "accuracy_fail"
     if not ok:
@@ -517,6 +621,28 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
                            f"{result.get('eager_output_rel_err')}), gradients {result.get('grad_rel_err')} (eager "
                            f"{result.get('eager_grad_rel_err')}); allowed max({result['tolerance']:.0e}, "
                            f"{ERROR_MULTIPLIER:g} x eager)")
+
+
+def _check_accuracy(spec, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result) -> None:
+    """Compiled against the float64 reference (or eager where there is none): errors, tolerance
+    and accuracy_ok into `result`."""
+    cell, proto = spec["cell"], spec["protocol"]
+    key = cell["dtype"] + ("+tf32" if proto["tf32"] and cell["dtype"] == "float32" and cuda else "")
+    tol = TOLERANCE[key]
+    result["tolerance"] = tol
+    if ref64 is not None:
+        ref_out, ref_grads_cmp = ref64
+        result["eager_output_rel_err"] = rel_l2(ref_out_eager, ref_out)
+        if cell["phase"] == "train":
+            result["eager_grad_rel_err"] = rel_l2(ref_grads, ref_grads_cmp)
+    else:
+        ref_out, ref_grads_cmp = ref_out_eager, ref_grads
+    result["output_rel_err"] = rel_l2(got_out, ref_out)
+    checks = [(result["output_rel_err"], result.get("eager_output_rel_err"))]
+    if cell["phase"] == "train":
+        result["grad_rel_err"] = rel_l2(got_grads, ref_grads_cmp)
+        checks.append((result["grad_rel_err"], result.get("eager_grad_rel_err")))
+    result["accuracy_ok"] = all(_within(got, eager, tol) for got, eager in checks)
 
 
 def _apply_memory_limit() -> None:

@@ -35,6 +35,8 @@ PROTOCOL = {
     "max_warmup_calls": (int, 3, 1000),
     "timeout_s": (int, 1, 24 * 3600),
     "seed": (int, 0, 2**31 - 1),
+    "processes": (int, 1, 50),
+    "plant_slowdown_pct": (int, 0, 100),
     "warm_compile": (bool, None, None),
     "portable_cache": (bool, None, None),
     "recompile_sweep": (bool, None, None),
@@ -87,6 +89,11 @@ class Protocol:
     max_warmup_calls: int = 10
     timeout_s: int = 900
     seed: int = 0
+    # fresh processes that time each cell: the cold-compile one plus processes - 1 on its warm
+    # cache (the process is the unit of repetition: docs/measurement.md)
+    processes: int = 3
+    # test option: extra work after each compiled step worth this % of its median (0: none)
+    plant_slowdown_pct: int = 0
     warm_compile: bool = True
     portable_cache: bool = False
     recompile_sweep: bool = False

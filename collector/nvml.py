@@ -1,4 +1,5 @@
-"""GPU telemetry through NVML (module `pynvml` from nvidia-ml-py), sampled in a thread.
+"""GPU telemetry through NVML (module `pynvml` from nvidia-ml-py), read between timed blocks
+(or sampled in a thread).
 
 NVML ignores CUDA_VISIBLE_DEVICES, so the device is found by the UUID that torch
 reports for the device in use. Anything unavailable stays None: never faked.
@@ -50,15 +51,20 @@ class NvmlMonitor:
         mj = self._read(self.nv.nvmlDeviceGetTotalEnergyConsumption)
         return None if mj is None else mj / 1e3
 
-    def _loop(self) -> None:
+    def sample(self) -> None:
+        """One reading of utilisation, power, SM clock and temperature (the collector takes one
+        after each round of timed blocks, outside the timed region)."""
         nv = self.nv
+        util = self._read(nv.nvmlDeviceGetUtilizationRates)
+        power = self._read(nv.nvmlDeviceGetPowerUsage)
+        clock = self._read(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM)
+        temp = self._read(nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU)
+        self.samples.append((None if util is None else util.gpu,
+                             None if power is None else power / 1e3, clock, temp))
+
+    def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            util = self._read(nv.nvmlDeviceGetUtilizationRates)
-            power = self._read(nv.nvmlDeviceGetPowerUsage)
-            clock = self._read(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM)
-            temp = self._read(nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU)
-            self.samples.append((None if util is None else util.gpu,
-                                 None if power is None else power / 1e3, clock, temp))
+            self.sample()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True)

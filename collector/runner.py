@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from typing import Callable, Protocol as TypingProtocol
 from collector import schema
 from collector.cell import PARTIAL_NAME, last_logged_step
 from collector.compact import compact_run
+from collector.job import Job, Layout
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
 
@@ -33,7 +35,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_MUST_MATCH = ("device", "device_name", "torch_version")
 PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
-                       "tf32")
+                       "tf32", "processes", "plant_slowdown_pct")
+
+BEFORE = {"processes": 1, "plant_slowdown_pct": 0}  # what a run made before a protocol key existed did
 
 
 RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", "export_error", None)
@@ -152,7 +156,7 @@ class SubprocessLauncher:
             if self.worker.gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
             with open(log_path, "ab") as log:
-                kind = "portable" if spec.get("portable_from") else ("warm" if spec.get("warm_only") else "cold")
+                kind = spec.get("kind", "cold") + (f" {spec['replicate']}" if spec.get("replicate") else "")
                 log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} {kind} ===\n".encode())
                 log.flush()
                 proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
@@ -239,7 +243,8 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
             raise RunError(f"{run_dir} was collected in another environment ({'; '.join(diff)}); "
                            "choose another run id (RUN=...) instead of mixing them")
         old_p, new_p = manifest.get("protocol", {}), asdict(matrix.protocol)
-        changed = [f"{k}: {old_p.get(k)!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH if old_p.get(k) != new_p[k]]
+        changed = [f"{k}: {old_p.get(k, BEFORE.get(k))!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH
+                   if old_p.get(k, BEFORE.get(k)) != new_p[k]]
         if changed:
             raise RunError(f"{run_dir} was measured with another protocol ({'; '.join(changed)}); "
                            "use another run id (RUN=...)")
@@ -275,54 +280,117 @@ def run_lock(run_dir: Path):
         fh.close()
 
 
-def cell_spec(cell: Cell, matrix: Matrix, device: str, warm_only: bool = False, **extra) -> dict:
-    return {"cell": asdict(cell), "protocol": asdict(matrix.protocol), "device": device, "warm_only": warm_only,
-            **extra}
+def cell_spec(cell: Cell, matrix: Matrix, device: str, kind: str = "cold", **extra) -> dict:
+    """The job (collector.job.Job) for one process of `cell`, as the JSON the child reads."""
+    if isinstance(extra.get("layout"), dict):
+        extra["layout"] = Layout(**extra["layout"])
+    return Job(kind=kind, cell=asdict(cell), protocol=asdict(matrix.protocol), device=device, **extra).to_json()
+
+
+SAMPLE_LISTS = ("eager_step_ms", "compiled_step_ms", "eager_enqueue_ms", "compiled_enqueue_ms",
+                "eager_block_wall_ms", "compiled_block_wall_ms")
+PEAKS = ("eager_peak_allocated_bytes", "eager_peak_reserved_bytes", "compiled_peak_allocated_bytes",
+         "compiled_peak_reserved_bytes")
+
+
+def add_replicate(result: dict, rep: dict, index: int) -> str | None:
+    """Append a replicate process's samples to the cell's `result` (process-major); returns why
+    it was not used, or None. A replicate whose sample counts differ from the cold process's is
+    refused: every process must have one block layout."""
+    if rep.get("status") != "ok":
+        first = (rep.get("error") or "").strip().splitlines()
+        return f"process {index + 1}: {rep.get('status')}: {first[0] if first else 'no error text'}"[:300]
+    per = result.get("processes") or 1
+    for col in SAMPLE_LISTS:
+        mine, theirs = result.get(col), rep.get(col)
+        if mine is None and theirs is None:
+            continue
+        if mine is None or theirs is None or len(theirs) * per != len(mine):
+            return f"process {index + 1}: {col} has {len(theirs or [])} samples, the cold process {len(mine or [])}"
+    for col in SAMPLE_LISTS:
+        if result.get(col) is not None:
+            result[col] = list(result[col]) + list(rep[col])
+    for col in PEAKS:
+        if rep.get(col) is not None:
+            result[col] = max(result.get(col) or 0, rep[col])
+    result["processes"] = per + 1
+    return None
 
 
 def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
                  launcher: Launcher, clock: Callable[[], float] = time.monotonic,
                  worker: Worker = Worker(), concurrent: int = 1) -> dict:
-    """Run one cell (cold, then warm-cache compile if asked) and return its complete row."""
+    """Run one cell and return its complete row: the cold process, then `processes - 1`
+    replicate processes on its warm cache (each a fresh process that times the cell again),
+    or, with one process, the warm-cache compile alone if asked; then the portable-cache one."""
     started, t0 = _now(), clock()
     cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
     log_path = run_dir / "logs" / f"{cell.cell_id}.log"
+    proto = matrix.protocol
     try:
-        timeout = matrix.protocol.timeout_s
+        timeout = proto.timeout_s
         portable = cache_dir / "portable-cache.bin"
-        portable_wanted = matrix.protocol.portable_cache and cell.mode not in ("eager", "aot-inductor")
+        portable_wanted = proto.portable_cache and cell.mode not in ("eager", "aot-inductor")
         extra = {"portable_path": str(portable)} if portable_wanted else {}
+        p0 = clock()
         result = launcher.run(cell_spec(cell, matrix, env["device"], **extra), cache_dir, log_path, timeout)
+        walls = [clock() - p0]
         if cell.mode != "eager":
             result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
             result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
+        timed_ok = result.get("status") in ("ok", "accuracy_fail") and result.get("eager_step_ms")
         compiled_ok = cell.mode != "eager" and result.get("status") in ("ok", "accuracy_fail")
-        if matrix.protocol.warm_compile and compiled_ok:
-            warm = launcher.run(cell_spec(cell, matrix, env["device"], warm_only=True), cache_dir, log_path, timeout)
+        if timed_ok:
+            result["processes"] = 1
+        errors, warm_firsts = [], []
+        if timed_ok and proto.processes > 1:
+            layout = {"steps_per_block": result.get("steps_per_block") or proto.steps_per_block,
+                      "steps_per_sample": result.get("steps_per_sample") or 1}
+            for i in range(1, proto.processes):
+                p0 = clock()
+                rep = launcher.run(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i,
+                                             layout=layout), cache_dir, log_path, timeout)
+                walls.append(clock() - p0)
+                why = add_replicate(result, rep, i)
+                if why:
+                    errors.append(why)
+                elif rep.get("warm_first_call_compiled_s") is not None:
+                    warm_firsts.append(rep["warm_first_call_compiled_s"])
+            if warm_firsts:  # every replicate compiled from the warm cache: their median
+                result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
+        elif proto.warm_compile and compiled_ok:
+            p0 = clock()
+            warm = launcher.run(cell_spec(cell, matrix, env["device"], kind="warm"), cache_dir, log_path, timeout)
+            walls.append(clock() - p0)
             if warm.get("status") == "ok":
                 result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
                 result["warm_compile_dynamo_s"] = warm.get("warm_compile_dynamo_s")
         if portable_wanted and compiled_ok and portable.exists():
             empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
             try:
-                got = launcher.run(cell_spec(cell, matrix, env["device"], portable_from=str(portable)),
-                                   empty, log_path, timeout)
+                p0 = clock()
+                got = launcher.run(cell_spec(cell, matrix, env["device"], kind="portable",
+                                             portable_from=str(portable)), empty, log_path, timeout)
+                walls.append(clock() - p0)
             finally:
                 shutil.rmtree(empty, ignore_errors=True)
             if got.get("status") == "ok":
                 result["portable_first_call_compiled_s"] = got.get("portable_first_call_compiled_s")
                 result["portable_load_s"] = got.get("portable_load_s")
+        result["process_wall_s"] = walls
+        if errors:
+            result["process_errors"] = "; ".join(errors)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     result = {k: v for k, v in result.items() if k in schema.COLUMNS}
     return schema.make_row({
         **result, "run_id": run_id, "cell_id": cell.cell_id, **asdict(cell),
-        "tf32": matrix.protocol.tf32, "device": env["device"], "device_name": env["device_name"],
+        "tf32": proto.tf32, "device": env["device"], "device_name": env["device_name"],
         "torch_version": env["torch_version"], "hostname": env["hostname"],
         "started_at": started, "cell_wall_s": clock() - t0,
         "gpu_index": worker.gpu, "concurrent_cells": concurrent,
-        "blocks": matrix.protocol.blocks,
-        "steps_per_block": result.get("steps_per_block", matrix.protocol.steps_per_block),
+        "blocks": proto.blocks,
+        "steps_per_block": result.get("steps_per_block", proto.steps_per_block),
         "status": result.get("status", "crashed"),
     })
 

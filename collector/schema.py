@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -22,7 +22,11 @@ V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_
       "portable_cache_bytes", "sweep_batch_sizes", "sweep_first_call_s", "sweep_recompile_count",
       "sweep_graph_count", "eager_energy_steps", "compiled_energy_steps", "eager_energy_window_s",
       "compiled_energy_window_s")
-ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}}
+# v5 process replicates: the sample lists hold `processes` fresh processes' samples one after the
+# other (process-major; each process blocks x steps_per_block samples), each process's wall time,
+# the host hygiene applied before timing, and the planted-slowdown test option
+V5 = ("processes", "process_wall_s", "process_errors", "hygiene", "planted_slowdown_pct", "planted_delay_ms")
+ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -46,8 +50,15 @@ FIELDS = [
     ("timing_method", _str), ("blocks", _i64), ("steps_per_block", _i64),
     ("warmup_calls_compiled", _i64),
     ("steps_per_sample", _i64),
-    # raw samples (mean ms per step over steps_per_sample steps), in time order;
-    # block i is samples [i*spb, (i+1)*spb) where spb = steps_per_block (samples per block)
+    # process replicates (v5): how many fresh processes timed this cell (older rows: 1), the wall
+    # time of each process (s; cold first), and what failed in replicates that gave no samples
+    ("processes", _i64), ("process_wall_s", _list), ("process_errors", _str),
+    # what was done to the host before timing (comma-separated), and the planted-slowdown test
+    # option: extra work after each compiled step worth this % of its median (ms a step: delay)
+    ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),
+    # raw samples (mean ms per step over steps_per_sample steps), in time order, process after
+    # process; in each process block i is samples [i*spb, (i+1)*spb) (spb = steps_per_block), so
+    # process p, block i starts at (p*blocks + i)*spb
     ("eager_step_ms", _list), ("compiled_step_ms", _list),
     ("eager_enqueue_ms", _list), ("compiled_enqueue_ms", _list),  # host time to issue a step (GPU only)
     ("eager_block_wall_ms", _list), ("compiled_block_wall_ms", _list),  # synchronised wall per step, per block

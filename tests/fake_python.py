@@ -23,9 +23,9 @@ elif args[:2] == ["-m", "collector.cell"]:
     cell_id = "__".join([c["model"], c["phase"], c["dtype"], f"bs{c['batch_size']}", c["mode"], c["compile_scope"]])
     result = {"status": "ok", "eager_step_ms": [1.0] * 4, "compiled_step_ms": [0.5] * 4,
               "first_call_eager_s": 0.1, "first_call_compiled_s": 1.0}
-    if spec.get("warm_only"):
+    if spec.get("kind") == "warm":
         result = {"status": "ok", "warm_first_call_compiled_s": 0.2}
-    elif os.environ.get("FAKE_CELL_LEDGER"):
+    elif spec.get("kind", "cold") == "cold" and os.environ.get("FAKE_CELL_LEDGER"):
         with open(os.environ["FAKE_CELL_LEDGER"], "a") as fh:
             fh.write(cell_id + "\n")
     with open(args[3] + ".tmp", "w") as fh:

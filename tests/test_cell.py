@@ -17,7 +17,7 @@ TINY = {"mlp": "mlp:d_model=16,hidden=32", "gpt": "gpt:layers=1,d_model=32,heads
 def _spec(model, phase="infer", mode="default", dtype="float32", **proto):
     p = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
     p.update(proto)
-    return {"cell": {"model": model, "phase": phase, "dtype": dtype, "batch_size": 2, "mode": mode,
+    return {"kind": "cold", "cell": {"model": model, "phase": phase, "dtype": dtype, "batch_size": 2, "mode": mode,
                      "compile_scope": "model"}, "protocol": p, "device": "cpu"}
 
 
@@ -152,7 +152,7 @@ def test_portable_cache_artifacts_are_saved_and_loaded(tmp_path):
     cold = cell.run_cell({**_spec(TINY["mlp"]), "portable_path": str(blob)})
     assert cold["status"] == "ok" and blob.stat().st_size == cold["portable_cache_bytes"] > 0
     torch._dynamo.reset()
-    again = cell.run_cell({**_spec(TINY["mlp"]), "portable_from": str(blob), "warm_only": True})
+    again = cell.run_cell({**_spec(TINY["mlp"]), "portable_from": str(blob), "kind": "portable"})
     assert again["status"] == "ok"
     assert again["portable_load_s"] >= 0 and again["portable_first_call_compiled_s"] > 0
     assert "warm_first_call_compiled_s" not in again  # the portable path, not the warm one

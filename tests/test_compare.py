@@ -13,9 +13,15 @@ from collector.schema import write_row
 ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "1.0"}
 
 
-def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0, diag=None):
-    """cells: {cell_id: (eager_ms, compiled_ms or None, status)}; 8 blocks x 10 samples, 2% noise.
-    diag: {cell_id: extra columns} (diagnostics)."""
+def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0, diag=None, processes=3, proc_sd=0.01):
+    """cells: {cell_id: (eager_ms, compiled_ms or None, status)}; `processes` processes of 8 blocks x
+    10 samples, 2% noise per sample and `proc_sd` between processes (each side of each process
+    its own offset). diag: {cell_id: extra columns} (diagnostics)."""
+
+    def samples(ms):
+        return [v for _ in range(processes)
+                for v in ms * (1 + proc_sd * rng.standard_normal()) * (1 + 0.02 * rng.standard_normal(80))]
+
     d = root / run_id / "cells"
     d.mkdir(parents=True)
     for cid, (e, c, status) in cells.items():
@@ -24,10 +30,10 @@ def write_run(root, run_id, cells, rng, env=None, eager_jitter=0.0, diag=None):
         row = {"run_id": run_id, "cell_id": cid, "model": model, "phase": phase, "dtype": dtype,
                "batch_size": int(bs[2:]), "mode": mode, "compile_scope": scope, "tf32": False, "device": "cuda",
                "device_name": (env or ENV)["device_name"], "torch_version": "x", "hostname": "h", "status": status,
-               "blocks": 8, "steps_per_block": 10, "eager_step_ms": list(e * (1 + 0.02 * rng.standard_normal(80))),
+               "blocks": 8, "steps_per_block": 10, "eager_step_ms": samples(e), "processes": processes,
                "first_call_eager_s": 0.1, "first_call_compiled_s": 10.0}
         if c is not None:
-            row["compiled_step_ms"] = list(c * (1 + 0.02 * rng.standard_normal(80)))
+            row["compiled_step_ms"] = samples(c)
         row.update((diag or {}).get(cid, {}))
         write_row(row, d / f"{cid}.parquet")
     (root / run_id / "run.json").write_text(json.dumps({"run_id": run_id, "environment": env or ENV,
@@ -44,10 +50,10 @@ def cells(n=20, regress=(), factor=1.10, fail=()):
     return out
 
 
-def compare(tmp_path, a_cells, b_cells, env_b=None, allow=False, jitter=0.0):
+def compare(tmp_path, a_cells, b_cells, env_b=None, allow=False, jitter=0.0, **run):
     rng = np.random.default_rng(7)
-    write_run(tmp_path, "A", a_cells, rng, eager_jitter=jitter)
-    write_run(tmp_path, "B", b_cells, rng, env=env_b, eager_jitter=jitter)
+    write_run(tmp_path, "A", a_cells, rng, eager_jitter=jitter, **run)
+    write_run(tmp_path, "B", b_cells, rng, env=env_b, eager_jitter=jitter, **run)
     runs = {r.run_id: r for r in discover_runs(tmp_path)}
     loaded = load(list(runs.values()))
     prepare(loaded)
@@ -65,7 +71,17 @@ def test_planted_10_percent_regression_is_found_with_the_right_interval(tmp_path
         lo, hi = (float(x.rstrip("%")) for x in p.speedup_change.ci.split(" to "))
         assert lo < -9.1 < hi  # speedup 1/1.1 - 1 = -9.1%
     assert rep.improvements == []
-    assert any("slower" in h and "default" in h for h in rep.headline)
+    assert "0 cell(s) improved and 3 regressed" in rep.headline[-1]
+
+
+def test_one_process_cells_are_never_called(tmp_path):
+    """Cells timed in one process have within-process intervals only: even a planted 10% change
+    is shown with its interval but not called, and the headline says why."""
+    rep = compare(tmp_path, cells(), cells(regress={3}), processes=1)
+    assert rep.regressions == []
+    row = next(p for p in rep.pairs if p.label.startswith("m03") and "default" in p.label)
+    assert row.speedup_change.call == "not called: one process"
+    assert any("timed in one process" in h for h in rep.headline)
 
 
 def test_noise_alone_is_not_flagged(tmp_path):
@@ -74,13 +90,15 @@ def test_noise_alone_is_not_flagged(tmp_path):
     assert "0 cell(s) improved and 0 regressed" in rep.headline[-1]
 
 
-def test_change_below_the_noise_floor_is_not_called(tmp_path):
-    """Eager baselines that drift 5% between processes: a 3% change is real but below that floor."""
-    rep = compare(tmp_path, cells(), cells(regress={2}, factor=1.03), jitter=0.05)
-    assert rep.regressions == []
-    row = next(p for p in rep.pairs if p.label.startswith("m02") and "default" in p.label)
-    assert row.speedup_change.call in ("below noise floor", "no significant change")
-    assert float(rep.noise_floor.rstrip("%")) > 3.0
+def test_change_below_the_minimum_effect_is_not_called(tmp_path):
+    """A real 1% slowdown in every cell, measured precisely: many cells are significant, but no
+    call is made on a change smaller than the 2% minimum effect."""
+    rep = compare(tmp_path, cells(), cells(regress=set(range(20)), factor=1.01), proc_sd=0.001)
+    rows = [p for p in rep.pairs if "default" in p.label]
+    assert sum(p.speedup_change.call == "below minimum effect" for p in rows) >= 1
+    for p in rep.regressions:
+        assert abs(float(p.speedup_change.ratio.rstrip("%"))) >= 2.0
+    assert rep.min_effect == "2%"
 
 
 def test_status_changes_unpaired_cells_and_mismatch(tmp_path):

@@ -23,9 +23,9 @@ class FakeLauncher:
         self.fail_on = fail_on
 
     def run(self, spec, cache_dir, log_path, timeout_s):
-        self.calls.append((spec["cell"]["model"], spec["cell"]["mode"], spec["warm_only"], cache_dir))
+        self.calls.append((spec["cell"]["model"], spec["cell"]["mode"], spec["kind"] == "warm", cache_dir))
         assert cache_dir.exists()
-        if spec["warm_only"]:
+        if spec["kind"] == "warm":
             return {"status": "ok", "warm_first_call_compiled_s": 0.5}
         if self.fail_on and self.fail_on == spec["cell"]["phase"]:
             return {"status": "runtime_error", "error": "boom"}
@@ -34,7 +34,7 @@ class FakeLauncher:
 
 
 def _matrix(**over):
-    return mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], **over})
+    return mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1, **over})
 
 
 def test_collect_writes_one_complete_row_per_cell_and_resumes(tmp_path, capsys):
@@ -263,7 +263,7 @@ def test_retry_failed_measures_only_failed_cells_again(tmp_path, capsys):
 def test_portable_cache_runs_a_third_process_on_an_empty_cache_directory(tmp_path):
     class Portable(FakeLauncher):
         def run(self, spec, cache_dir, log_path, timeout_s):
-            seen = (spec.get("portable_path"), spec.get("portable_from"), spec["warm_only"], cache_dir,
+            seen = (spec.get("portable_path"), spec.get("portable_from"), spec["kind"] == "warm", cache_dir,
                     sorted(p.name for p in cache_dir.iterdir()))
             result = FakeLauncher.run(self, spec, cache_dir, log_path, timeout_s)
             self.calls[-1] = seen
@@ -325,7 +325,9 @@ def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, r
     shutil.copytree(src, tmp_path / run_id)
     env = json.loads((src / "run.json").read_text())["environment"]
     done = {p.stem for p in (src / "cells").glob("*.parquet")}
-    m = mx.build_matrix(preset)
+    with pytest.raises(RunError, match="another protocol \\(processes: 1 -> 3\\)"):
+        collect(mx.build_matrix(preset), env, tmp_path, run_id, FakeLauncher())  # one process a cell then
+    m = mx.build_matrix(preset, {"processes": 1})
     assert done <= {c.cell_id for c in m.cells}  # every measured cell is still in the preset
     launcher = FakeLauncher()
     collect(m, env, tmp_path, run_id, launcher)
@@ -360,7 +362,7 @@ def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_runni
         sys.path.insert(0, {str(ROOT)!r})
         from collector import matrix as mx
         from collector.runner import SubprocessLauncher, Worker, collect
-        m = mx.build_matrix("smoke", {{"models": ["mlp"], "modes": ["default"], "phases": ["infer", "train"],
+        m = mx.build_matrix("smoke", {{"models": ["mlp"], "modes": ["default"], "processes": 1, "phases": ["infer", "train"],
                                        "batch_sizes": [1, 2, 4], "warm_compile": False}})
         env = {ENV!r}
         workers = [Worker(gpu=0, cpus=({cores[0]},)), Worker(gpu=1, cpus=({cores[1]},))]
@@ -402,7 +404,7 @@ def test_progress_estimate_divides_by_the_workers():
 
 
 def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_path, capsys):
-    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "batch_sizes": [2, 4, 8]})
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "batch_sizes": [2, 4, 8], "processes": 1})
     assert len(m.cells) == 6
     now = [0.0]
 

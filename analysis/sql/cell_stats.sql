@@ -1,20 +1,41 @@
 -- Per-cell statistics from the raw samples: medians and quartiles (ms), enqueue time,
 -- memory ratios, and compile-time break-even (steps). One row per cell of every loaded run.
+-- A cell's samples come from `processes` fresh processes, stored one after the other: each
+-- process's median is taken apart, and a side's median is the geometric mean of its processes'
+-- medians, so speedup = eager / compiled is the geometric mean of the per-process speedups (the
+-- estimate whose interval analysis/stats.py draws). One process: the plain median.
 CREATE OR REPLACE TABLE stats AS
+WITH per_process AS (
+    SELECT *,
+        list_transform(range(coalesce(processes, 1)), lambda p: list_aggregate(list_slice(eager_step_ms,
+            p * (len(eager_step_ms) // coalesce(processes, 1)) + 1,
+            (p + 1) * (len(eager_step_ms) // coalesce(processes, 1))), 'median')) AS eager_process_ms,
+        list_transform(range(coalesce(processes, 1)), lambda p: list_aggregate(list_slice(compiled_step_ms,
+            p * (len(compiled_step_ms) // coalesce(processes, 1)) + 1,
+            (p + 1) * (len(compiled_step_ms) // coalesce(processes, 1))), 'median')) AS compiled_process_ms
+    FROM cells
+)
 SELECT
     run_id, cell_id, model, phase, dtype, batch_size,
     -- a dynamic-shapes variant is its own mode in every table ("default dynamic=true"); base_mode
     -- is torch.compile's mode alone
-    CASE WHEN coalesce(dynamic, 'auto') = 'auto' THEN mode ELSE mode || ' dynamic=' || dynamic END AS mode,
-    mode AS base_mode, coalesce(dynamic, 'auto') AS dynamic, compile_scope, tf32, device,
+    CASE WHEN dynamic = 'auto' THEN mode ELSE mode || ' dynamic=' || dynamic END AS mode,
+    mode AS base_mode, dynamic, compile_scope, tf32, device,
     device_name, torch_version, hostname, status, error, timing_method, blocks, steps_per_block,
-    coalesce(steps_per_sample, 1) AS steps_per_sample,  -- schema v1 rows: one step per sample
+    steps_per_sample, processes, process_wall_s, process_errors, hygiene, planted_slowdown_pct,
+    eager_process_ms, compiled_process_ms,
+    -- per-process speedups and how far the processes spread: max / min - 1
+    list_transform(range(1, len(compiled_process_ms) + 1),
+                   lambda j: eager_process_ms[j] / compiled_process_ms[j]) AS process_speedups,
+    list_max(process_speedups) / list_min(process_speedups) - 1 AS process_spread,
+    list_max(eager_process_ms) / list_min(eager_process_ms) - 1 AS eager_process_spread,
+    list_max(compiled_process_ms) / list_min(compiled_process_ms) - 1 AS compiled_process_spread,
     len(eager_step_ms) AS eager_n,
     len(compiled_step_ms) AS compiled_n,
-    list_aggregate(eager_step_ms, 'median') AS eager_median_ms,
+    exp(list_aggregate(list_transform(eager_process_ms, lambda v: ln(v)), 'avg')) AS eager_median_ms,
     list_aggregate(eager_step_ms, 'quantile_cont', 0.25) AS eager_q1_ms,
     list_aggregate(eager_step_ms, 'quantile_cont', 0.75) AS eager_q3_ms,
-    list_aggregate(compiled_step_ms, 'median') AS compiled_median_ms,
+    exp(list_aggregate(list_transform(compiled_process_ms, lambda v: ln(v)), 'avg')) AS compiled_median_ms,
     list_aggregate(compiled_step_ms, 'quantile_cont', 0.25) AS compiled_q1_ms,
     list_aggregate(compiled_step_ms, 'quantile_cont', 0.75) AS compiled_q3_ms,
     list_aggregate(eager_enqueue_ms, 'median') AS eager_enqueue_median_ms,
@@ -56,9 +77,8 @@ SELECT
     gpu_util_pct, gpu_power_w, sm_clock_mhz, gpu_temp_c, eager_energy_j, compiled_energy_j,
     -- energy per step and per sample (one batch item): the side's energy over the steps it timed
     -- (v4: one back-to-back window per side with its own step count; v3: the timed blocks)
-    eager_energy_j / coalesce(eager_energy_steps, eager_n * coalesce(steps_per_sample, 1)) AS eager_energy_per_step_j,
-    compiled_energy_j / coalesce(compiled_energy_steps, compiled_n * coalesce(steps_per_sample, 1))
-        AS compiled_energy_per_step_j,
+    eager_energy_j / eager_energy_steps AS eager_energy_per_step_j,
+    compiled_energy_j / compiled_energy_steps AS compiled_energy_per_step_j,
     eager_energy_j / eager_energy_window_s AS eager_power_w,
     compiled_energy_j / compiled_energy_window_s AS compiled_power_w,
     eager_energy_per_step_j / batch_size AS eager_energy_per_sample_j,
@@ -70,7 +90,7 @@ SELECT
     -- diagnostics (schema v3; null before, or where the torch could not tell)
     graph_break_reasons_json, recompile_count, recompile_reasons_json, cudagraph_skip_count,
     cudagraph_skip_reasons_json, compile_split_json, cache_inductor_bytes, cache_triton_bytes,
-    gpu_index, coalesce(concurrent_cells, 1) AS concurrent_cells,
+    gpu_index, concurrent_cells,
     aot_export_s, aot_compile_s, aot_load_s,  -- schema v4
     portable_first_call_compiled_s, portable_load_s, portable_cache_bytes,
     sweep_batch_sizes, sweep_first_call_s, sweep_recompile_count, sweep_graph_count,
@@ -81,4 +101,4 @@ SELECT
     CASE WHEN eager_median_ms > compiled_median_ms
          THEN greatest(warm_first_call_compiled_s - first_call_eager_s, 0) / ((eager_median_ms - compiled_median_ms) / 1e3)
     END AS breakeven_warm_steps
-FROM cells;
+FROM per_process;
