@@ -256,3 +256,77 @@ def test_every_logged_step_saves_the_result_so_far(tmp_path, capsys):
         cell._partial.clear()
     cell.log("no partial file registered: nothing written")
     assert json.loads(path.read_text())["aot_export_s"] == 1.25
+
+
+def test_compiled_side_shares_no_mutable_state_with_the_eager_side():
+    """Training, whole step compiled: running the compiled side must leave the eager side's
+    optimizer state, weights and gradients exactly as they were (on the H200 a shared AdamW's
+    `step` state moved to the device and slowed the eager step by 20-35%)."""
+    spec = _spec(TINY["mlp"], phase="train")
+    spec["cell"]["compile_scope"] = "step"
+    torch_, dev, module, inputs, target, loss_fn, autocast, _ = cell._setup(spec)
+    sides = cell._make_sides(torch_, spec, module, inputs, target, loss_fn, autocast, {})
+    assert sides.compiled_opt is not sides.eager_opt and sides.compiled_module is not sides.eager_module
+    for a, b in zip(sides.eager_module.parameters(), sides.compiled_module.parameters()):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # same start, separate storage
+    sides.eager()
+    state = {k: {n: v.clone() if torch.is_tensor(v) else v for n, v in s.items()}
+             for k, s in enumerate(sides.eager_opt.state.values())}
+    weights = [p.detach().clone() for p in sides.eager_module.parameters()]
+    grads = [p.grad.clone() for p in sides.eager_module.parameters()]
+    for _ in range(3):
+        sides.compiled()
+    after = list(sides.eager_opt.state.values())
+    for k, s in state.items():
+        for n, v in s.items():
+            now = after[k][n]
+            assert (torch.equal(now, v) and now.device == v.device) if torch.is_tensor(v) else now == v
+    assert all(torch.equal(a, b) for a, b in zip(weights, sides.eager_module.parameters()))
+    assert all(torch.equal(a, p.grad) for a, p in zip(grads, sides.eager_module.parameters()))
+    assert len(sides.compiled_opt.state) == len(list(sides.compiled_module.parameters()))
+
+
+def test_timed_blocks_alternate_sides_with_the_given_layout():
+    """ABAB with a fake clock: each side's block i follows the other side's block i, every block
+    has `spb` samples of `k` steps, `between` runs after each round and never inside a block."""
+    events = []
+
+    class FakeClock:
+        def block(self, step, n, k=1):
+            from collector.timing import Block
+
+            for _ in range(n * k):
+                step()
+            events.append(("block", n, k))
+            number = sum(isinstance(e, tuple) for e in events)  # 1, 2, 3, ... in the order run
+            return Block([float(number)] * n, [0.1] * n, 1.0)
+
+    def step_of(side):
+        return lambda: events.append(side)
+
+    got = cell.time_blocks([("eager", step_of("e")), ("compiled", step_of("c"))], blocks=3, spb=2, k=2,
+                           clock=FakeClock(), between=lambda: events.append("between"))
+    order = [e for e in events if e in ("e", "c", "between")]
+    assert order == (["e"] * 4 + ["c"] * 4 + ["between"]) * 3
+    assert got["eager"]["step"] == [1.0, 1.0, 3.0, 3.0, 5.0, 5.0]  # blocks 1, 3, 5: eager first in each round
+    assert got["compiled"]["step"] == [2.0, 2.0, 4.0, 4.0, 6.0, 6.0]
+    assert len(got["compiled"]["wall"]) == 3 and all(e == ("block", 2, 2) for e in events if isinstance(e, tuple))
+
+
+def test_planted_slowdown_adds_the_asked_share_of_the_step():
+    """CPU path of the planted-slowdown option: the wrapped step is slower by about the asked %."""
+    import time as _time
+
+    from collector.timing import CpuClock
+
+    def step():
+        t = _time.perf_counter() + 0.002
+        while _time.perf_counter() < t:
+            pass
+
+    rec = {}
+    planted = cell.plant_slowdown(torch, False, step, 25, CpuClock(), rec)
+    assert rec["planted_delay_ms"] == pytest.approx(0.5, rel=0.2)
+    base = sorted(CpuClock().block(step, 15).step_ms)[7]
+    slow = sorted(CpuClock().block(planted, 15).step_ms)[7]
+    assert slow / base == pytest.approx(1.25, abs=0.08)

@@ -423,3 +423,73 @@ def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_p
     collect(m, ENV, tmp_path, "rb", rest, clock=lambda: now[0])
     assert len(list((run_dir / "cells").glob("*.parquet"))) == 6
     assert "2 already done, 4 to measure" in capsys.readouterr().out
+
+
+class ReplicateLauncher:
+    """Cold and replicate processes with distinct samples; replicate 2 can be made to crash."""
+
+    def __init__(self, crash_replicate=None):
+        self.jobs = []
+        self.crash_replicate = crash_replicate
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        self.jobs.append(spec)
+        kind, i = spec["kind"], spec["replicate"]
+        if kind == "replicate" and i == self.crash_replicate:
+            return {"status": "crashed", "error": "cell process died (killed by signal SIGSEGV)\nlog tail"}
+        if kind == "warm":
+            return {"status": "ok", "warm_first_call_compiled_s": 9.0}
+        out = {"status": "ok", "eager_step_ms": [2.0 + i] * 6, "compiled_step_ms": [1.0 + i] * 6,
+               "eager_block_wall_ms": [2.0 + i] * 3, "compiled_block_wall_ms": [1.0 + i] * 3,
+               "steps_per_block": 2, "steps_per_sample": 4}
+        if kind == "cold":
+            out.update(first_call_eager_s=0.1, first_call_compiled_s=3.0)
+        else:
+            out.update(warm_first_call_compiled_s=0.5 + 0.1 * i)
+        return out
+
+
+def test_replicate_processes_append_their_samples_process_after_process(tmp_path):
+    m = _matrix(processes=3, phases=["infer"])
+    launcher = ReplicateLauncher()
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, launcher)
+    kinds = [(j["kind"], j["replicate"]) for j in launcher.jobs]
+    assert kinds == [("cold", 0), ("replicate", 1), ("replicate", 2)]  # no separate warm process
+    # the replicates time with the cold process's layout, on its (warm) cache directory
+    assert all(j["layout"] == {"steps_per_block": 2, "steps_per_sample": 4} for j in launcher.jobs[1:])
+    assert row["processes"] == 3 and row["status"] == "ok"
+    assert row["eager_step_ms"] == [2.0] * 6 + [3.0] * 6 + [4.0] * 6
+    assert row["compiled_block_wall_ms"] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
+    assert row["warm_first_call_compiled_s"] == pytest.approx(0.65)  # median of the replicates' warm first calls
+    assert len(row["process_wall_s"]) == 3 and row["process_errors"] is None
+
+
+def test_a_failed_replicate_is_named_and_the_cell_keeps_the_others(tmp_path):
+    m = _matrix(processes=3, phases=["infer"])
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, ReplicateLauncher(crash_replicate=2))
+    assert row["processes"] == 2 and row["status"] == "ok"
+    assert row["eager_step_ms"] == [2.0] * 6 + [3.0] * 6
+    assert row["process_errors"].startswith("process 3: crashed: cell process died (killed by signal SIGSEGV)")
+
+
+def test_one_process_keeps_the_separate_warm_compile(tmp_path):
+    m = _matrix(processes=1, phases=["infer"])
+    launcher = ReplicateLauncher()
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, launcher)
+    assert [j["kind"] for j in launcher.jobs] == ["cold", "warm"]
+    assert row["processes"] == 1 and row["warm_first_call_compiled_s"] == 9.0
+
+
+def test_job_refuses_unknown_fields_and_incomplete_jobs():
+    from collector.job import Job, JobError
+
+    good = {"kind": "cold", "cell": {}, "protocol": {}, "device": "cpu"}
+    assert Job.from_json(good).kind == "cold"
+    with pytest.raises(JobError, match="unknown job field\\(s\\) warm_only"):
+        Job.from_json({**good, "warm_only": True})
+    with pytest.raises(JobError, match="layout"):
+        Job.from_json({**good, "kind": "replicate"})
+    with pytest.raises(JobError, match="unknown job kind 'hot'"):
+        Job.from_json({**good, "kind": "hot"})
+    rep = Job.from_json({**good, "kind": "replicate", "layout": {"steps_per_block": 3, "steps_per_sample": 2}})
+    assert rep.layout.steps_per_block == 3 and Job.from_json(rep.to_json()) == rep
