@@ -181,6 +181,11 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
     mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
+    # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate
+    covered = [float(np.quantile(ma[p["cell_id"]][0] / ma[p["cell_id"]][1], 0.025)) <= p["speedup_b"]
+               <= float(np.quantile(ma[p["cell_id"]][0] / ma[p["cell_id"]][1], 0.975))
+               for p in pairs if p["cell_id"] in ma and p["cell_id"] in mb and p["status_a"] == "ok"
+               and p["status_b"] == "ok" and sa["has_compiled"].get(p["cell_id"]) and p["speedup_b"]]
     small = np.log1p(min_effect)
 
     # per-cell log-ratio replicates for the three families
@@ -224,6 +229,14 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                 call = "improved" if better else "regressed"
             calls[name][cid] = Change(_pct(point), f"{_pct(lo)} to {_pct(hi)}", f"{q:.3f}", call)
 
+    boots = [{x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")} for r in (a, b)]
+    if boots[0] and boots[1] and boots[0] != boots[1]:
+        shared = boots[0] & boots[1]
+        headline_notes = [f"Confounder: {a.run_id} and {b.run_id} were not collected on one machine "
+                          f"({len(boots[0])} and {len(boots[1])} machine boot(s), {len(shared)} shared): host-bound "
+                          "step times differ between machines of one kind, speedups much less."]
+    else:
+        headline_notes = []
     empty = Change("-", "-", "-", "-")
     rows, transitions = [], []
     for p in pairs:
@@ -320,10 +333,14 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     return CompareReport(
         title=f"torch.compile comparison: {b.run_id} against {a.run_id}", baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        mismatch=mismatch, headline=headline, summary=summary, transitions=transitions,
+        mismatch=mismatch, headline=headline_notes + headline, summary=summary, transitions=transitions,
         regressions=[r for r in rows if r.speedup_change.call == "regressed"],
         improvements=[r for r in rows if r.speedup_change.call == "improved"], pairs=rows,
         unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
-        uncertainty_lines=_uncertainty(pairs, procs, a.run_id, b.run_id, min_effect), environment=env,
+        uncertainty_lines=_uncertainty(pairs, procs, a.run_id, b.run_id, min_effect) + ([
+            f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
+            "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "
+            "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]
+            if covered else []), environment=env,
         trend_runs=trend_ids, trend=trend, skipped_files=list(loaded.skipped),
         diag_changes=diag_rows, diag_known=diag_known, chart_rows={"forest": forest})

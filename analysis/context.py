@@ -360,11 +360,17 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                  + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
                  if known_peaks else "")
 
-    hosts = sorted({s.get("hostname") for s in run.manifest.get("sessions", []) if s.get("hostname")})
+    sessions = run.manifest.get("sessions", [])
+    hosts = sorted({s.get("hostname") for s in sessions if s.get("hostname")})
+    boots = {s.get("boot_id") for s in sessions if s.get("boot_id")}
     notes = []
     if len(hosts) > 1:
         notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
                      "compare cells from one machine where the difference matters.")
+    elif len(boots) > 1:
+        notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "
+                     f"{hosts[0] if hosts else '?'} the same): host-bound steps can differ between machines of one "
+                     "kind; compare cells from one machine where the difference matters.")
     concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
     if concurrent:
         most = max(int(r["concurrent_cells"]) for r in concurrent)

@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import socket
+from pathlib import Path
 import sys
 
 
@@ -29,6 +30,13 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _nvml(uuid: str) -> dict:
@@ -115,6 +123,9 @@ def probe(device: str) -> dict:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
+        # hostnames repeat across machines of one kind (every lent H200 VM is "vm"): the kernel's
+        # boot id tells two machines (or two boots) apart
+        "boot_id": _boot_id(),
         "platform": platform.platform(),
         "inductor_compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
         "torch_num_threads": torch.get_num_threads(),

@@ -231,7 +231,8 @@ def source_fingerprint() -> str:
 def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
     """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
     manifest_path = run_dir / "run.json"
-    session = {"started_at": _now(), "hostname": env.get("hostname"), "preset": matrix.preset,
+    session = {"started_at": _now(), "hostname": env.get("hostname"), "boot_id": env.get("boot_id"),
+               "preset": matrix.preset,
                "project_git_sha": _project_sha(), "collector_source_sha1": source_fingerprint(),
                "cells_in_matrix": len(matrix.cells)}
     if manifest_path.exists():

@@ -168,3 +168,21 @@ def test_bf16_and_float32_cells_are_summarised_apart(tmp_path):
     assert rows[("train", "default", "model", "float32")].compiled_change.startswith("+2")  # ~ +20%
     assert abs(float(rows[("train", "default", "model", "amp_bf16")].compiled_change.rstrip("%"))) < 3
     assert any("(default, float32)" in h and "slower" in h for h in rep.headline)
+
+
+def test_aa_coverage_and_a_machine_confounder_are_stated(tmp_path):
+    """An A/A of 3-process cells: A's intervals hold B's speedups in most cells and the sentence says
+    so; runs whose sessions ran on different machines (boot ids) get a confounder in the headline."""
+    rep = compare(tmp_path, cells(), cells())
+    line = next(x for x in rep.uncertainty_lines if "speedup interval holds" in x)
+    held = int(line.split(" in ")[1].split(" of ")[0])
+    assert held >= 17 and " of 20 paired cells" in line
+    for run_id, boot in (("A", "boot-1"), ("B", "boot-2")):
+        manifest = json.loads((tmp_path / run_id / "run.json").read_text())
+        manifest["sessions"] = [{"boot_id": boot, "hostname": "vm"}]
+        (tmp_path / run_id / "run.json").write_text(json.dumps(manifest))
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=300, now="x")
+    assert rep.headline[0].startswith("Confounder: A and B were not collected on one machine")
