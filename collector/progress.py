@@ -14,14 +14,24 @@ def fmt_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
-def _median(values) -> float | None:
+def process_medians(values, processes) -> list[float]:
+    """Median of each process's samples (stored one process after the other)."""
     values = [v for v in (values or []) if v is not None]
-    return statistics.median(values) if values else None
+    p = max(1, int(processes or 1))
+    n = len(values) // p
+    return [statistics.median(values[i * n:(i + 1) * n]) for i in range(p)] if n else []
+
+
+def side_ms(row: dict, col: str) -> float | None:
+    """A side's figure as the report computes it: the geometric mean of its processes' medians."""
+    meds = [m for m in process_medians(row.get(col), row.get("processes")) if m > 0]
+    return statistics.geometric_mean(meds) if meds else None
 
 
 def outcome_line(row: dict) -> str:
-    """One-line result of a finished cell: status, medians, speedup, compile time."""
-    eager, comp = _median(row.get("eager_step_ms")), _median(row.get("compiled_step_ms"))
+    """One-line result of a finished cell: status, medians, speedup (and how far the processes'
+    speedups spread), compile time."""
+    eager, comp = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
     parts = [row["status"]]
     if eager is not None:
         parts.append(f"eager {eager:.3f} ms")
@@ -29,6 +39,12 @@ def outcome_line(row: dict) -> str:
         parts.append(f"compiled {comp:.3f} ms")
     if eager and comp:
         parts.append(f"speedup {eager / comp:.2f}x")
+        per = [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
+                                     process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+        if len(per) > 1:
+            parts.append(f"{len(per)} processes {min(per):.2f}-{max(per):.2f}x")
+    if row.get("process_errors"):
+        parts.append(f"replicate failed: {row['process_errors'][:120]}")
     if row.get("first_call_compiled_s") is not None:
         parts.append(f"first call {row['first_call_compiled_s']:.1f} s")
     if row.get("warm_first_call_compiled_s") is not None:
@@ -69,7 +85,7 @@ class Progress:
         """The table printed at the end: one line per cell measured in this invocation."""
         lines = [f"{'cell':<58} {'status':<14} {'eager ms':>9} {'comp. ms':>9} {'speedup':>8}"]
         for row in self.rows:
-            e, c = _median(row.get("eager_step_ms")), _median(row.get("compiled_step_ms"))
+            e, c = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
             sp = f"{e / c:.2f}x" if e and c else "-"
             lines.append(f"{row['cell_id'][:58]:<58} {row['status']:<14} "
                          f"{(f'{e:.3f}' if e else '-'):>9} {(f'{c:.3f}' if c else '-'):>9} {sp:>8}")

@@ -337,6 +337,25 @@ def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, r
     assert len(cold) == len(m.cells) - len(done)
 
 
+@pytest.mark.parametrize("run_id", ["repeat-h200-a", "repeat-h200-b"])
+def test_shipped_replicate_runs_resume_under_the_repeat_preset(tmp_path, capsys, run_id):
+    """The 3-process runs resume under the current `repeat` preset (its default protocol), each
+    missing cell measured in 3 processes."""
+    import shutil
+
+    from conftest import ROOT
+
+    src = ROOT / "data" / "examples" / run_id
+    shutil.copytree(src, tmp_path / run_id)
+    env = json.loads((src / "run.json").read_text())["environment"]
+    done = {p.stem for p in (src / "cells").glob("*.parquet")}
+    m = mx.build_matrix("repeat")
+    launcher = ReplicateLauncher()
+    collect(m, env, tmp_path, run_id, launcher)
+    assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in capsys.readouterr().out
+    assert len(launcher.jobs) == 3 * (len(m.cells) - len(done))
+
+
 def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_running_ones(tmp_path):
     """Two workers on the real subprocess launcher; Ctrl-C while both have a cell running: the
     finished cells stay, the running ones' process groups die, no partial file is left."""
