@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from collector import diagnostics, models
-from collector.matrix import CUDAGRAPH_MODES
+from collector import diagnostics, models, modes
 
 T0 = time.perf_counter()
 
@@ -206,14 +205,14 @@ def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     import copy
 
     cell = spec["cell"]
-    mode, phase, scope = cell["mode"], cell["phase"], cell["compile_scope"]
+    mode, phase, scope = modes.spec(cell["mode"]), cell["phase"], cell["compile_scope"]
     dynamic = {"auto": None, "true": True, "false": False}[cell.get("dynamic", "auto")]
 
     def compile_(fn):
-        return torch.compile(fn, mode=mode, dynamic=dynamic)
+        return torch.compile(fn, mode=mode.compile_mode, dynamic=dynamic)
 
     mark = (torch.compiler.cudagraph_mark_step_begin
-            if mode in CUDAGRAPH_MODES and spec["device"] == "cuda" else (lambda: None))
+            if mode.cudagraphs and spec["device"] == "cuda" else (lambda: None))
 
     def infer_with(fn):
         def step():
@@ -233,16 +232,16 @@ def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: 
 
     if phase == "infer":
         eager = infer_with(module)
-        if mode == "aot-inductor":
+        if mode.kind == "aot":
             compiled = _aoti_step(torch, spec, module, inputs, autocast, record)
         else:
-            compiled = None if mode == "eager" else infer_with(compile_(module))
+            compiled = infer_with(compile_(module)) if mode.compiles else None
         return Sides(eager, compiled, module, module, None, None)
     # the compiled side's copy is taken before any step runs: both start from the same weights
-    cmodule = copy.deepcopy(module) if mode != "eager" else None
+    cmodule = copy.deepcopy(module) if mode.compiles else None
     opt = torch.optim.AdamW(module.parameters(), lr=1e-5)
     eager = train_body(module, opt, module)
-    if mode == "eager":
+    if not mode.compiles:
         return Sides(eager, None, module, None, opt, None)
     copt = torch.optim.AdamW(cmodule.parameters(), lr=1e-5)
     inner = (train_body(cmodule, copt, compile_(cmodule)) if scope == "model"
@@ -440,9 +439,10 @@ def time_blocks(sides: list, blocks: int, spb: int, k: int, clock, between=lambd
 
 
 def _warm_compiled(torch, step, mode: str, max_calls: int) -> int:
-    """Call the compiled step (first call already made) until no compile event occurs; at least
-    3 calls for CUDA-graph modes (warm-up, record, replay). Returns the calls made, first included."""
-    calls, min_calls = 1, (3 if mode in CUDAGRAPH_MODES else 2)
+    """Call the compiled step (first call already made) until no compile event occurs; at least the
+    mode's minimum (3 for CUDA-graph modes: warm-up, record, replay). Returns the calls made, first
+    included."""
+    calls, min_calls = 1, modes.spec(mode).min_warmup_calls
     while calls < max_calls:
         seen = diagnostics.activity(torch)
         step()

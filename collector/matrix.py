@@ -11,14 +11,14 @@ from dataclasses import asdict, dataclass, field
 from itertools import product
 from pathlib import Path
 
-from collector import models
+from collector import models, modes
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 PHASES = ("infer", "train")
-MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "aot-inductor")
-INFER_ONLY_MODES = ("aot-inductor",)  # torch.export + AOTInductor package: inference only
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # modes that replay CUDA graphs
+MODES = modes.names()  # the registry of collector/modes/, one file a mode
+INFER_ONLY_MODES = tuple(m.name for m in modes.all_specs() if m.infer_only)  # e.g. aot-inductor
+CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # modes that replay CUDA graphs
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
 SCOPES = ("model", "step")
 DYNAMIC = ("auto", "true", "false")  # torch.compile(dynamic=None | True | False)
@@ -177,11 +177,12 @@ def _expand(table: dict, where: str) -> list[Cell]:
             refs, axes["phases"], axes["dtypes"], axes["modes"], axes["compile_scopes"], dynamics):
         sizes = axes.get("batch_sizes") or [models.spec(name).default_batch_size]
         # scope only matters when training with a compiled model: normalise the rest to "model"
-        scope = scope if (phase == "train" and mode != "eager") else "model"
-        if phase == "train" and mode in INFER_ONLY_MODES:
+        spec = modes.spec(mode)
+        scope = scope if (phase == "train" and spec.compiles) else "model"
+        if phase == "train" and spec.infer_only:
             continue  # no training cell for an inference-only mode (the matrix says so if it ends empty)
         # dynamic shapes are a torch.compile option: eager and the exported mode use the default
-        dynamic = dynamic if mode not in ("eager",) + INFER_ONLY_MODES else "auto"
+        dynamic = dynamic if spec.dynamic_axis else "auto"
         cells.extend(Cell(ref, phase, dtype, bs, mode, scope, dynamic) for bs in sizes)
     return cells
 

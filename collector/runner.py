@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
-from collector import schema
+from collector import modes, schema
 from collector.cell import PARTIAL_NAME, last_logged_step
 from collector.compact import compact_run
 from collector.job import Job, Layout
@@ -331,16 +331,17 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     try:
         timeout = proto.timeout_s
         portable = cache_dir / "portable-cache.bin"
-        portable_wanted = proto.portable_cache and cell.mode not in ("eager", "aot-inductor")
+        mode = modes.spec(cell.mode)
+        portable_wanted = proto.portable_cache and mode.portable_cache
         extra = {"portable_path": str(portable)} if portable_wanted else {}
         p0 = clock()
         result = launcher.run(cell_spec(cell, matrix, env["device"], **extra), cache_dir, log_path, timeout)
         walls = [clock() - p0]
-        if cell.mode != "eager":
+        if mode.compiles:
             result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
             result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
         timed_ok = result.get("status") in ("ok", "accuracy_fail") and result.get("eager_step_ms")
-        compiled_ok = cell.mode != "eager" and result.get("status") in ("ok", "accuracy_fail")
+        compiled_ok = mode.compiles and result.get("status") in ("ok", "accuracy_fail")
         if timed_ok:
             result["processes"] = 1
         errors, warm_firsts = [], []

@@ -61,7 +61,7 @@ def test_malformed_and_unknown_presets(tmp_path):
     bad.write_text("models = [mlp\n")
     with pytest.raises(mx.MatrixError, match="malformed TOML"):
         mx.build_matrix(str(bad))
-    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, shapes, smoke"):
+    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, repeat, shapes, smoke"):
         mx.build_matrix("huge")
     unknown = tmp_path / "u.toml"
     unknown.write_text('models=["mlp"]\nphases=["infer"]\nmodes=["default"]\ndtypes=["float32"]\n'
@@ -120,3 +120,21 @@ def test_dry_run_plans_a_gpu_run_on_a_machine_without_one(tmp_path, capsys):
     assert "resnet50__infer__amp_bf16__bs32__aot-inductor__model  [crashed]" in lines
     assert "gpt__infer__amp_bf16__bs8__default__model" in lines  # not saved: listed bare
     assert lines[-1] == "65 cells; run default-h200: 2 saved, 63 to measure"
+
+
+def test_modes_come_from_their_registry_one_file_each():
+    """A mode is one file in collector/modes/; the matrix's lists are derived from the specs."""
+    from pathlib import Path
+
+    from collector import modes
+
+    files = sorted(p.stem for p in (Path(mx.__file__).parent / "modes").glob("*.py") if p.stem not in ("__init__", "base"))
+    assert sorted(m.replace("-", "_") for m in mx.MODES) == files
+    assert mx.CUDAGRAPH_MODES == ("reduce-overhead", "max-autotune")
+    assert mx.INFER_ONLY_MODES == ("aot-inductor",)
+    assert modes.spec("max-autotune-no-cudagraphs").min_warmup_calls == 2
+    assert modes.spec("reduce-overhead").min_warmup_calls == 3
+    assert not modes.spec("eager").compiles and not modes.spec("aot-inductor").dynamic_axis
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["aot-inductor", "eager"], "dynamic": ["true"]})
+    assert {(c.phase, c.mode, c.dynamic) for c in m.cells} == {("infer", "aot-inductor", "auto"),
+                                                                ("infer", "eager", "auto"), ("train", "eager", "auto")}
