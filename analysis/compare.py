@@ -277,6 +277,10 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         what = "inference" if phase == "infer" else "training"
         scope_txt = ("" if scope == "model" else ", whole-step compile") + (f", {dtype}" if len(dtypes) > 1 else "")
         big = abs(np.log(c_point)) >= small
+        e_reps = np.exp(np.mean([fam["eager"][i] for i in ids], axis=0))
+        e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
+        e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
+        eager_with = (e_hi < 1 and c_point < 1) or (e_lo > 1 and c_point > 1)
         single = sum(min(procs[0].get(i, 1), procs[1].get(i, 1)) < 2 for i in ids)
         if single:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
@@ -287,6 +291,13 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
                             f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
                             f"less than the {min_effect * 100:g}% minimum effect: not a meaningful change.")
+        elif (c_lo > 1 or c_hi < 1) and eager_with:
+            # eager moved the same way, significantly: the host (or a shared library) changed,
+            # not what compiling buys; say so instead of "compiled is x% faster"
+            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
+                            f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
+                            f"but eager moved with it: what changed is common to both sides (the machine, its "
+                            f"load, or a library both use), not the compile; read the speedup change.")
         elif c_lo > 1 or c_hi < 1:
             faster = c_point < 1
             pct = (1 / c_point - 1) * 100 if faster else (c_point - 1) * 100
@@ -299,9 +310,6 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time did not change measurably between "
                             f"{a.run_id} and {b.run_id} ({_pct(c_point)}, 95% CI {_pct(c_lo)} to {_pct(c_hi)}, "
                             f"{len(members)} cells).")
-        e_reps = np.exp(np.mean([fam["eager"][i] for i in ids], axis=0))
-        e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
-        e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
         headline[-1] += (f" Eager step time in the same cells: {_pct(e_point)} (95% CI {_pct(e_lo)} to {_pct(e_hi)});"
                          f" speedup {_pct(s_point)} (95% CI {_pct(s_lo)} to {_pct(s_hi)}).")
     n_reg = sum(r.speedup_change.call == "regressed" for r in rows)

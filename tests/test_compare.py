@@ -186,3 +186,13 @@ def test_aa_coverage_and_a_machine_confounder_are_stated(tmp_path):
     prepare(loaded)
     rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=300, now="x")
     assert rep.headline[0].startswith("Confounder: A and B were not collected on one machine")
+
+
+def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
+    """Eager and compiled both 20% slower in B (a slower machine, not a slower compile): the
+    headline says eager moved with it instead of "compiled is 20% slower", and no speedup call."""
+    slower = {cid: (e * 1.2, None if c is None else c * 1.2, st) for cid, (e, c, st) in cells().items()}
+    rep = compare(tmp_path, cells(), slower)
+    first = next(h for h in rep.headline if h.startswith("Compiled training (default)"))
+    assert "eager moved with it" in first and "is 20" not in first
+    assert rep.regressions == [] and rep.improvements == []
