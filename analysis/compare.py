@@ -6,7 +6,8 @@ runs' replicates (analysis/stats.py: over processes where a cell has several, ov
 it has one; the runs independent) and a two-sided p-value. A change is called when its
 interval excludes no change and it is at least the minimum effect size (default 2%); cells
 timed in one process in either run are never called. Each cell is judged on its own
-uncertainty: no global noise floor. Benjamini-Hochberg q-values are shown beside the calls. Summary ratios are geometric means with intervals.
+uncertainty: no global noise floor. Benjamini-Hochberg q-values are shown beside the calls.
+Summary ratios are geometric means with intervals.
 """
 from __future__ import annotations
 
