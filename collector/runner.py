@@ -442,6 +442,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                  if len(workers) > 1 else "")
         print(f"run {run_id}: {len(matrix.cells)} cells in matrix '{matrix.preset}', {already} already done, "
               f"{len(todo)} to measure on {env['device']} ({env['device_name']}){where}, "
+              f"{matrix.protocol.processes} process(es) each, "
               f"torch {env['torch_version']}", file=out, flush=True)
         progress = Progress(len(todo), out=out, clock=clock, workers=len(workers))
         lock = threading.Lock()
