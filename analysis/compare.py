@@ -148,9 +148,10 @@ def check_comparable(a: Run, b: Run) -> list[str]:
     return out
 
 
-def _uncertainty(pairs: list[dict], processes: dict, a: str, b: str, min_effect: float) -> list[str]:
+def _uncertainty(pairs: list[dict], processes: dict, callable_ids: set, a: str, b: str,
+                 min_effect: float) -> list[str]:
     """Sentences on what each paired cell's interval rests on."""
-    both = [p for p in pairs if processes[0].get(p["cell_id"], 1) >= 2 and processes[1].get(p["cell_id"], 1) >= 2]
+    both = [p for p in pairs if p["cell_id"] in callable_ids]
     lines = [f"A change is called when its 95% interval excludes no change and it is at least "
              f"{min_effect * 100:g}% (the minimum effect size); the q column is the Benjamini-Hochberg "
              "adjusted p-value over the family's cells, shown for reference."]
@@ -161,8 +162,8 @@ def _uncertainty(pairs: list[dict], processes: dict, a: str, b: str, min_effect:
                      "spread between processes, which holds the noise within each process as well.")
     if len(both) < len(pairs):
         lines.append(f"{len(pairs) - len(both)} paired cell(s) have one process in {a} or {b}: their intervals "
-                     "cover the noise within one process only and are too narrow where processes differ "
-                     "(treat their calls with care; measure again with PROCESSES=3).")
+                     "cover the noise within one process only and are too narrow where processes differ, so "
+                     "they are shown but never called (measure again with PROCESSES=3).")
     return lines
 
 
@@ -182,11 +183,16 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
     mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
+    # cells timed in several processes in both runs: the only ones a change is called on
+    callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
     # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate
-    covered = [float(np.quantile(ma[p["cell_id"]][0] / ma[p["cell_id"]][1], 0.025)) <= p["speedup_b"]
-               <= float(np.quantile(ma[p["cell_id"]][0] / ma[p["cell_id"]][1], 0.975))
-               for p in pairs if p["cell_id"] in ma and p["cell_id"] in mb and p["status_a"] == "ok"
-               and p["status_b"] == "ok" and sa["has_compiled"].get(p["cell_id"]) and p["speedup_b"]]
+    covered = []
+    for p in pairs:
+        cid = p["cell_id"]
+        if (cid in ma and cid in mb and p["status_a"] == "ok" and p["status_b"] == "ok"
+                and sa["has_compiled"].get(cid) and p["speedup_b"]):
+            lo, hi = stats.interval(ma[cid][0] / ma[cid][1])
+            covered.append(lo <= p["speedup_b"] <= hi)
     small = np.log1p(min_effect)
 
     # per-cell log-ratio replicates for the three families
@@ -217,7 +223,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             # change, so BH over a family would call nothing; q is shown, and the summary counts
             # how many calls also survive it (docs/comparison.md)
             significant = lo > 1 or hi < 1
-            if min(procs[0].get(cid, 1), procs[1].get(cid, 1)) < 2:
+            if cid not in callable_ids:
                 # one process: the interval holds that process's noise only (far too narrow where
                 # processes differ, docs/measurement.md), so nothing is called on it
                 call = "not called: one process"
@@ -282,7 +288,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
         e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
         eager_with = (e_hi < 1 and c_point < 1) or (e_lo > 1 and c_point > 1)
-        single = sum(min(procs[0].get(i, 1), procs[1].get(i, 1)) < 2 for i in ids)
+        single = sum(i not in callable_ids for i in ids)
         if single:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
                             f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
@@ -346,7 +352,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         regressions=[r for r in rows if r.speedup_change.call == "regressed"],
         improvements=[r for r in rows if r.speedup_change.call == "improved"], pairs=rows,
         unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
-        uncertainty_lines=_uncertainty(pairs, procs, a.run_id, b.run_id, min_effect) + ([
+        uncertainty_lines=_uncertainty(pairs, procs, callable_ids, a.run_id, b.run_id, min_effect) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
             "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]

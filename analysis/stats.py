@@ -172,31 +172,6 @@ def verdict(lo: float, hi: float, point: float | None = None, min_effect: float 
     return "no clear difference"
 
 
-def t_interval(logs, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, lo, hi) of per-process log values: Student's t with n - 1 degrees of freedom."""
-    from math import sqrt
-
-    logs = np.asarray(logs, float)
-    n = len(logs)
-    m = float(logs.mean())
-    if n < 2:
-        return m, float("nan"), float("nan")
-    half = _t_quantile(0.5 + level / 2, n - 1) * float(logs.std(ddof=1)) / sqrt(n)
-    return m, m - half, m + half
-
-
-def _t_quantile(q: float, df: int) -> float:
-    """Student's t quantile (numpy has no ppf): bisection on the CDF from the regularised
-    incomplete beta function, computed by numerical integration of the t density."""
-    from math import gamma, pi, sqrt
-
-    c = gamma((df + 1) / 2) / (sqrt(df * pi) * gamma(df / 2))
-    grid = np.linspace(0.0, 200.0, 400001)
-    dens = c * (1 + grid ** 2 / df) ** (-(df + 1) / 2)
-    cdf = 0.5 + np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(grid))])
-    return float(np.interp(q, cdf, grid))
-
-
 def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:
     """True when any side's IQR/median exceeds the threshold."""
     return any(v is not None and v == v and v > threshold for v in iqr_rel)

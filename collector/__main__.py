@@ -14,8 +14,8 @@ from pathlib import Path
 
 from collector import matrix as mx
 from collector import models, schema
-from collector.runner import (PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect, default_run_id,
-                              plan_workers)
+from collector.runner import (INTERRUPTED, PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect,
+                              default_run_id, plan_workers)
 
 
 def _csv(kind):
@@ -125,6 +125,7 @@ def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None) -> int:
 
 
 def _interrupt(signum, frame):
+    INTERRUPTED.set()  # survives a raise that Python drops (collector.runner.INTERRUPTED)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -153,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         workers = plan_workers(parse_gpus(args.gpus, env))
         run_id = args.run_id or default_run_id(matrix.preset, env)
         launcher = SubprocessLauncher(args.python)
+        INTERRUPTED.clear()
         signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
         run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
                           retry_failed=args.retry_failed, stop_after_s=args.stop_after)
         print(f"done: {run_dir}  (make report renders it)")

@@ -220,7 +220,7 @@ def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: 
                 return fn(*inputs)
         return step
 
-    def train_body(mod, opt, fn):
+    def train_body(opt, fn):
         def body():
             opt.zero_grad(set_to_none=True)
             with autocast():
@@ -240,12 +240,11 @@ def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     # the compiled side's copy is taken before any step runs: both start from the same weights
     cmodule = copy.deepcopy(module) if mode.compiles else None
     opt = torch.optim.AdamW(module.parameters(), lr=1e-5)
-    eager = train_body(module, opt, module)
+    eager = train_body(opt, module)
     if not mode.compiles:
         return Sides(eager, None, module, None, opt, None)
     copt = torch.optim.AdamW(cmodule.parameters(), lr=1e-5)
-    inner = (train_body(cmodule, copt, compile_(cmodule)) if scope == "model"
-             else compile_(train_body(cmodule, copt, cmodule)))
+    inner = train_body(copt, compile_(cmodule)) if scope == "model" else compile_(train_body(copt, cmodule))
 
     def compiled():
         mark()
@@ -524,7 +523,8 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     out, result["first_call_eager_s"] = timed_first_call(eager_step)
     if cuda and cold:
         result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = peaks()
-    ref_out_eager, ref_grads = _capture(torch, out, module, cell["phase"])
+    # outputs and gradients for the correctness check (the cold process only)
+    ref_out_eager, ref_grads = _capture(torch, out, module, cell["phase"]) if cold else (None, None)
     for _ in range(proto["warmup_steps"]):
         eager_step()
     if cold:
@@ -537,7 +537,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         out, first_s = timed_first_call(compiled_step)
         result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
         log(f"compiled first call {first_s:.2f} s ({'cold' if cold else 'warm'} cache)")
-        got_out, got_grads = _capture(torch, out, sides.compiled_module, cell["phase"])
+        got_out, got_grads = _capture(torch, out, sides.compiled_module, cell["phase"]) if cold else (None, None)
         calls = _warm_compiled(torch, compiled_step, cell["mode"], proto["max_warmup_calls"])
         clock.sync()
         if cuda and cold:

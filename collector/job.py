@@ -14,7 +14,6 @@ refused rather than dropped (a newer parent with an older child must not half-wo
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 
 KINDS = ("cold", "replicate", "warm", "portable")
@@ -69,6 +68,3 @@ class Job:
             return cls(**data)
         except TypeError as exc:
             raise JobError(f"job: {exc}") from None
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json())

@@ -37,7 +37,19 @@ ENV_MUST_MATCH = ("device", "device_name", "torch_version")
 PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
                        "tf32", "processes", "plant_slowdown_pct")
 
-BEFORE = {"processes": 1, "plant_slowdown_pct": 0}  # what a run made before a protocol key existed did
+BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
+
+# Set by the CLI's signal handler before it raises KeyboardInterrupt. The raise can be lost: a
+# signal that lands while a cell process is being forked is delivered inside an at-fork handler,
+# where Python prints "Exception ignored" and carries on. Checked before and after every cell
+# process, so a lost raise still stops the collection at the next process boundary.
+INTERRUPTED = threading.Event()
+
+
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt if a stop was requested (INTERRUPTED)."""
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt("stop requested")  # what a run made before a protocol key existed did
 
 
 RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", "export_error", None)
@@ -283,8 +295,6 @@ def run_lock(run_dir: Path):
 
 def cell_spec(cell: Cell, matrix: Matrix, device: str, kind: str = "cold", **extra) -> dict:
     """The job (collector.job.Job) for one process of `cell`, as the JSON the child reads."""
-    if isinstance(extra.get("layout"), dict):
-        extra["layout"] = Layout(**extra["layout"])
     return Job(kind=kind, cell=asdict(cell), protocol=asdict(matrix.protocol), device=device, **extra).to_json()
 
 
@@ -328,14 +338,20 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
     log_path = run_dir / "logs" / f"{cell.cell_id}.log"
     proto = matrix.protocol
+
+    def run_job(spec: dict, cache: Path) -> dict:
+        check_interrupted()
+        got = launcher.run(spec, cache, log_path, proto.timeout_s)
+        check_interrupted()
+        return got
+
     try:
-        timeout = proto.timeout_s
         portable = cache_dir / "portable-cache.bin"
         mode = modes.spec(cell.mode)
         portable_wanted = proto.portable_cache and mode.portable_cache
         extra = {"portable_path": str(portable)} if portable_wanted else {}
         p0 = clock()
-        result = launcher.run(cell_spec(cell, matrix, env["device"], **extra), cache_dir, log_path, timeout)
+        result = run_job(cell_spec(cell, matrix, env["device"], **extra), cache_dir)
         walls = [clock() - p0]
         if mode.compiles:
             result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
@@ -346,12 +362,12 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
             result["processes"] = 1
         errors, warm_firsts = [], []
         if timed_ok and proto.processes > 1:
-            layout = {"steps_per_block": result.get("steps_per_block") or proto.steps_per_block,
-                      "steps_per_sample": result.get("steps_per_sample") or 1}
+            layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
+                            result.get("steps_per_sample") or 1)
             for i in range(1, proto.processes):
                 p0 = clock()
-                rep = launcher.run(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i,
-                                             layout=layout), cache_dir, log_path, timeout)
+                rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i, layout=layout),
+                              cache_dir)
                 walls.append(clock() - p0)
                 why = add_replicate(result, rep, i)
                 if why:
@@ -362,7 +378,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
                 result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
         elif proto.warm_compile and compiled_ok:
             p0 = clock()
-            warm = launcher.run(cell_spec(cell, matrix, env["device"], kind="warm"), cache_dir, log_path, timeout)
+            warm = run_job(cell_spec(cell, matrix, env["device"], kind="warm"), cache_dir)
             walls.append(clock() - p0)
             if warm.get("status") == "ok":
                 result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
@@ -371,8 +387,8 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
             empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
             try:
                 p0 = clock()
-                got = launcher.run(cell_spec(cell, matrix, env["device"], kind="portable",
-                                             portable_from=str(portable)), empty, log_path, timeout)
+                got = run_job(cell_spec(cell, matrix, env["device"], kind="portable", portable_from=str(portable)),
+                              empty)
                 walls.append(clock() - p0)
             finally:
                 shutil.rmtree(empty, ignore_errors=True)
@@ -455,6 +471,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
 
         def work(worker: Worker, own: Launcher) -> None:
             while not stop.is_set():
+                check_interrupted()
                 with lock:
                     if not queue:
                         return

@@ -512,3 +512,26 @@ def test_job_refuses_unknown_fields_and_incomplete_jobs():
         Job.from_json({**good, "kind": "hot"})
     rep = Job.from_json({**good, "kind": "replicate", "layout": {"steps_per_block": 3, "steps_per_sample": 2}})
     assert rep.layout.steps_per_block == 3 and Job.from_json(rep.to_json()) == rep
+
+
+def test_a_stop_whose_raise_was_lost_still_stops_at_the_next_process(tmp_path):
+    """A signal that lands while a cell process is forked raises inside an at-fork handler, where
+    Python drops the KeyboardInterrupt; the handler's flag (runner.INTERRUPTED) must still stop
+    the collection before the next process, with the finished cells kept."""
+    from collector import runner
+
+    class LosesTheRaise(FakeLauncher):
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            out = super().run(spec, cache_dir, log_path, timeout_s)
+            if len(self.calls) == 2:
+                runner.INTERRUPTED.set()  # as the handler does; its raise never surfaces here
+            return out
+
+    launcher = LosesTheRaise()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            collect(_matrix(processes=3), ENV, tmp_path, "lost", launcher)
+    finally:
+        runner.INTERRUPTED.clear()
+    assert len(launcher.calls) == 2  # the cold process and one replicate; nothing started after
+    assert list((tmp_path / "lost" / "cells").glob("*.parquet")) == []  # the interrupted cell is not saved

@@ -7,12 +7,12 @@
 CREATE OR REPLACE TABLE stats AS
 WITH per_process AS (
     SELECT *,
-        list_transform(range(coalesce(processes, 1)), lambda p: list_aggregate(list_slice(eager_step_ms,
-            p * (len(eager_step_ms) // coalesce(processes, 1)) + 1,
-            (p + 1) * (len(eager_step_ms) // coalesce(processes, 1))), 'median')) AS eager_process_ms,
-        list_transform(range(coalesce(processes, 1)), lambda p: list_aggregate(list_slice(compiled_step_ms,
-            p * (len(compiled_step_ms) // coalesce(processes, 1)) + 1,
-            (p + 1) * (len(compiled_step_ms) // coalesce(processes, 1))), 'median')) AS compiled_process_ms
+        list_transform(range(processes), lambda p: list_aggregate(list_slice(eager_step_ms,
+            p * (len(eager_step_ms) // processes) + 1,
+            (p + 1) * (len(eager_step_ms) // processes)), 'median')) AS eager_process_ms,
+        list_transform(range(processes), lambda p: list_aggregate(list_slice(compiled_step_ms,
+            p * (len(compiled_step_ms) // processes) + 1,
+            (p + 1) * (len(compiled_step_ms) // processes)), 'median')) AS compiled_process_ms
     FROM cells
 )
 SELECT

@@ -6,8 +6,7 @@ SELECT * REPLACE (
     coalesce(steps_per_sample, 1) AS steps_per_sample,   -- v1: one step per sample
     coalesce(dynamic, 'auto') AS dynamic,                 -- before v4: torch.compile's default
     coalesce(concurrent_cells, 1) AS concurrent_cells,    -- before v3: one cell at a time
-    -- before v5: one process timed the cell (rows without samples: none)
-    CASE WHEN processes IS NOT NULL THEN processes WHEN len(eager_step_ms) > 0 THEN 1 END AS processes,
+    coalesce(processes, 1) AS processes,                  -- before v5 (and rows without samples): one
     -- before v4 the energy was summed over the timed blocks: samples x steps per sample steps
     coalesce(eager_energy_steps, len(eager_step_ms) * coalesce(steps_per_sample, 1)) AS eager_energy_steps,
     coalesce(compiled_energy_steps, len(compiled_step_ms) * coalesce(steps_per_sample, 1)) AS compiled_energy_steps
