@@ -381,38 +381,46 @@ def host_hygiene(torch) -> list[str]:
     return done
 
 
-def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict):
+def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,
+                   delay_ms: float | None = None):
     """A test option (protocol plant_slowdown_pct): `step` followed by extra work worth `pct`% of
-    its own median time, measured here over a short block. On the GPU the work is device time
-    (torch.cuda._sleep, calibrated in cycles per ms), so it lengthens a GPU-bound step by that
-    much; on the CPU it is a busy wait. Returns the wrapped step; `record` gets the delay (ms)."""
-    base_ms = statistics.median(clock.block(step, 9).step_ms)
-    delay_ms = base_ms * pct / 100
+    its own median time, measured here over one block of the timed blocks' shape (`spb` samples
+    of `k` steps), unless `delay_ms` is given (a replicate plants the cold process's delay, so
+    every process adds the same absolute time). Returns the wrapped step; `record` gets the delay.
+
+    The work lies on both critical paths: a host busy wait and, on the GPU, the same time of
+    device work (torch.cuda._sleep, calibrated in cycles per ms). A step runs at the pace of the
+    slower of host and device; adding d to both lengthens it by d whichever is the bottleneck.
+    Device time alone is absorbed by a host-bound step (seen on the H200: ResNet-18 training,
+    enqueue time = step time, a planted 10% moved it by 0-2%)."""
+    if delay_ms is None:
+        base_ms = statistics.median(clock.block(step, spb, k).step_ms)
+        delay_ms = base_ms * pct / 100
+        log(f"planted slowdown: +{delay_ms:.4f} ms a step ({pct:g}% of the compiled median {base_ms:.4f} ms)")
+    else:
+        log(f"planted slowdown: +{delay_ms:.4f} ms a step (the cold process's delay)")
     record["planted_delay_ms"] = delay_ms
+    cycles = 0
     if cuda:
-        cycles = 1_000_000
+        probe = 1_000_000
         times = []
         for _ in range(5):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            torch.cuda._sleep(cycles)
+            torch.cuda._sleep(probe)
             end.record()
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end))
-        n = max(1, int(cycles * delay_ms / statistics.median(times)))
+        cycles = max(1, int(probe * delay_ms / statistics.median(times)))
 
-        def planted():
-            out = step()
-            torch.cuda._sleep(n)
-            return out
-    else:
-        def planted():
-            out = step()
-            until = time.perf_counter() + delay_ms / 1e3
-            while time.perf_counter() < until:
-                pass
-            return out
-    log(f"planted slowdown: +{delay_ms:.4f} ms a step ({pct:g}% of the compiled median {base_ms:.4f} ms)")
+    def planted():
+        out = step()
+        if cycles:
+            torch.cuda._sleep(cycles)
+        until = time.perf_counter() + delay_ms / 1e3
+        while time.perf_counter() < until:
+            pass
+        return out
     return planted
 
 
@@ -575,7 +583,8 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     result["steps_per_block"], result["steps_per_sample"] = spb, k
     if compiled_step is not None and proto.get("plant_slowdown_pct"):
         result["planted_slowdown_pct"] = float(proto["plant_slowdown_pct"])
-        compiled_step = plant_slowdown(torch, cuda, compiled_step, proto["plant_slowdown_pct"], clock, result)
+        compiled_step = plant_slowdown(torch, cuda, compiled_step, proto["plant_slowdown_pct"], clock, result,
+                                       spb, k, job.layout.planted_delay_ms if job.layout else None)
     sides_list = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
     peak = {s: (0, 0) for s, _ in sides_list}
     monitor = None

@@ -29,6 +29,7 @@ class Layout:
 
     steps_per_block: int
     steps_per_sample: int
+    planted_delay_ms: float | None = None  # a planted slowdown: every process adds the same time
 
 
 @dataclass(frozen=True)

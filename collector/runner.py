@@ -363,7 +363,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
         errors, warm_firsts = [], []
         if timed_ok and proto.processes > 1:
             layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
-                            result.get("steps_per_sample") or 1)
+                            result.get("steps_per_sample") or 1, result.get("planted_delay_ms"))
             for i in range(1, proto.processes):
                 p0 = clock()
                 rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i, layout=layout),

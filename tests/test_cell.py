@@ -330,3 +330,8 @@ def test_planted_slowdown_adds_the_asked_share_of_the_step():
     base = sorted(CpuClock().block(step, 15).step_ms)[7]
     slow = sorted(CpuClock().block(planted, 15).step_ms)[7]
     assert slow / base == pytest.approx(1.25, abs=0.08)
+    # a replicate plants the cold process's delay as given, without measuring its own
+    rec2 = {}
+    again = cell.plant_slowdown(torch, False, step, 25, CpuClock(), rec2, delay_ms=1.0)
+    assert rec2["planted_delay_ms"] == 1.0
+    assert sorted(CpuClock().block(again, 15).step_ms)[7] / base == pytest.approx(1.5, abs=0.1)

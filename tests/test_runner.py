@@ -463,9 +463,20 @@ class ReplicateLauncher:
                "steps_per_block": 2, "steps_per_sample": 4}
         if kind == "cold":
             out.update(first_call_eager_s=0.1, first_call_compiled_s=3.0)
+            if spec["protocol"].get("plant_slowdown_pct"):
+                out.update(planted_slowdown_pct=10.0, planted_delay_ms=0.125)
         else:
             out.update(warm_first_call_compiled_s=0.5 + 0.1 * i)
         return out
+
+
+def test_replicates_plant_the_cold_process_delay(tmp_path):
+    """A planted slowdown is calibrated once, in the cold process; every replicate adds the same
+    absolute time (a recalibration in each process would plant a different change in each)."""
+    m = _matrix(processes=3, phases=["infer"], plant_slowdown_pct=10)
+    launcher = ReplicateLauncher()
+    measure_cell(m.cells[0], m, ENV, "r", tmp_path, launcher)
+    assert [j["layout"]["planted_delay_ms"] for j in launcher.jobs[1:]] == [0.125, 0.125]
 
 
 def test_replicate_processes_append_their_samples_process_after_process(tmp_path):
@@ -475,7 +486,8 @@ def test_replicate_processes_append_their_samples_process_after_process(tmp_path
     kinds = [(j["kind"], j["replicate"]) for j in launcher.jobs]
     assert kinds == [("cold", 0), ("replicate", 1), ("replicate", 2)]  # no separate warm process
     # the replicates time with the cold process's layout, on its (warm) cache directory
-    assert all(j["layout"] == {"steps_per_block": 2, "steps_per_sample": 4} for j in launcher.jobs[1:])
+    assert all(j["layout"] == {"steps_per_block": 2, "steps_per_sample": 4, "planted_delay_ms": None}
+               for j in launcher.jobs[1:])
     assert row["processes"] == 3 and row["status"] == "ok"
     assert row["eager_step_ms"] == [2.0] * 6 + [3.0] * 6 + [4.0] * 6
     assert row["compiled_block_wall_ms"] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3

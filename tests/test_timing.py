@@ -45,7 +45,10 @@ def test_samples_are_mean_step_times_over_k_steps(clock, k):
     blk = clock.block(step, 5, k)
     assert len(calls) == 5 * k
     assert len(blk.step_ms) == 5
-    assert all(1.9 < t < 3.5 for t in blk.step_ms)  # per step, not per sample of k steps
-    assert 1.9 < blk.wall_ms_per_step < 3.5
+    # per step, not per sample of k steps (a sample of 4 would be 8 ms or more); the upper bound
+    # is on the median and loose, since a sleep overshoots on a loaded host
+    upper = 3.5 if k == 1 else 1.8 * k
+    assert all(t > 1.9 for t in blk.step_ms) and sorted(blk.step_ms)[2] < upper
+    assert 1.9 < blk.wall_ms_per_step < upper
     if isinstance(clock, CudaClock):
         assert len(blk.enqueue_ms) == 5 and all(1.9 < t < 3.5 for t in blk.enqueue_ms)
