@@ -1,10 +1,12 @@
 """`python -m analysis`: render a report for every run found under --data.
 
-Exit codes: 0 rendered, 2 bad input (no runs, unknown run, bad files with --strict).
+Exit codes: 0 rendered, 2 bad input (no runs, unknown run, bad files with --strict),
+3 the output folder cannot be written (read-only, full disk, a name that would leave it).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,6 +18,20 @@ from analysis.compare import build_compare_report
 from analysis.render import render, render_compare
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class OutputError(OSError):
+    """The report cannot be written where it belongs."""
+
+
+def out_dir(out: Path, name: str) -> Path:
+    """OUT/<name>, refusing any name that would land outside OUT (a run is named by its folder,
+    but a symlink inside OUT or a crafted name must not send files elsewhere)."""
+    target = out / name
+    if name in ("", ".", "..") or "/" in name or os.sep in name or \
+            not target.resolve().is_relative_to(out.resolve()):
+        raise OutputError(f"refusing to write the report for {name!r} outside {out}")
+    return target
 
 
 def parse_args(argv):
@@ -69,18 +85,23 @@ def main(argv=None) -> int:
                 report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
                                               allow_mismatch=args.allow_mismatch, reps=args.reps,
                                               min_effect=args.min_effect)
-                md, html = render_compare(report, args.out / f"compare-{args.baseline}-vs-{cand}")
+                md, html = render_compare(report, out_dir(args.out, f"compare-{args.baseline}-vs-{cand}"))
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
             return 0
         for run in runs:
             report = build_run_report(loaded, run, reps=args.reps, noise=args.noise,
                                       min_effect=args.min_effect)
-            md, html = render(report, args.out / run.run_id)
+            md, html = render(report, out_dir(args.out, run.run_id))
             print(f"{run.run_id}: {report.status_line}\n  {html}\n  {md}")
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # read-only or full output folder, or a name that would leave it
+        detail = exc if isinstance(exc, OutputError) else f"cannot write the report: {exc.strerror or exc} " \
+            f"({exc.filename or args.out})"
+        print(f"error: {detail}; reports written before this one are complete", file=sys.stderr)
+        return 3
     print(f"rendered {len(runs)} report(s) in {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -357,5 +357,5 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]
             if covered else []), environment=env,
-        trend_runs=trend_ids, trend=trend, skipped_files=list(loaded.skipped),
+        trend_runs=trend_ids, trend=trend, skipped_files=loaded.skipped_in(a, b),
         diag_changes=diag_rows, diag_known=diag_known, chart_rows={"forest": forest})

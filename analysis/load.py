@@ -1,11 +1,16 @@
 """Find runs, check their Parquet files against the contract, load them into DuckDB.
 
-Bad files (truncated, corrupt, unknown schema version, missing or extra columns)
-are reported by name and left out; `strict=True` turns them into an error.
+Every file is checked on its own before any union (readable, this schema's columns with this
+schema's types, a known version, one row, named after its cell): a bad file is reported by
+name and left out, and never changes how the other files are read; `strict=True` turns bad
+files into an error. A run is its folder: its id is the folder's name (reports are written
+under that name, never under a name read from a file), and an unreadable run.json affects that
+run only.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,11 +30,13 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class Run:
-    """One run directory: its id, folder and manifest (run.json)."""
+    """One run directory: its id (the folder's name), folder, manifest (run.json) and what was
+    wrong with the manifest (each problem a (file, reason) pair, shown on the run's report)."""
 
     run_id: str
     path: Path
     manifest: dict
+    problems: tuple = ()
 
     @property
     def env(self) -> dict:
@@ -49,23 +56,79 @@ class Loaded:
     runs: list[Run]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
 
+    def skipped_in(self, *runs: Run) -> list[tuple[str, str]]:
+        """The files left out (and manifest problems) of these runs only."""
+        roots = [str(r.path) + os.sep for r in runs]
+        return [(f, why) for f, why in self.skipped if any((f + os.sep).startswith(x) for x in roots)]
+
 
 def sql(name: str) -> str:
     """Text of analysis/sql/<name>.sql."""
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
+# manifest keys the reports read, with the type each must have
+_MANIFEST_TYPES = {"environment": dict, "protocol": dict, "sessions": list, "preset": str, "description": str}
+
+
+def read_manifest(path: Path) -> tuple[dict, list[tuple[str, str]]]:
+    """run.json as a dict and its problems; an unreadable or malformed manifest is an empty one
+    (the run's cells are still reported) and a problem naming the file."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {}, [(str(path), f"unreadable run manifest ({type(exc).__name__}: {str(exc)[:200]}); "
+                                 "the run is reported without its environment and sessions")]
+    if not isinstance(data, dict):
+        return {}, [(str(path), f"run manifest is a JSON {type(data).__name__}, not an object; "
+                                 "the run is reported without its environment and sessions")]
+    problems = []
+    for key, kind in _MANIFEST_TYPES.items():
+        if key in data and not isinstance(data[key], kind):
+            problems.append((str(path), f"run manifest field {key!r} is a {type(data[key]).__name__}, "
+                                        f"not a {kind.__name__}; left out"))
+            data = {k: v for k, v in data.items() if k != key}
+    if isinstance(data.get("sessions"), list):
+        data["sessions"] = [x for x in data["sessions"] if isinstance(x, dict)]
+    if isinstance(data.get("environment"), dict) and not all(isinstance(k, str) for k in data["environment"]):
+        data["environment"] = {}
+    name = path.parent.name
+    if data.get("run_id") not in (None, name):
+        problems.append((str(path), f"run manifest names run {str(data.get('run_id'))[:100]!r}; this report "
+                                    f"uses the folder's name {name!r} (a run is its folder)"))
+    return data, problems
+
+
+def _manifests(root: Path) -> list[Path]:
+    """Every run.json under `root`, following symlinked folders (data on another disk) once each."""
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a symlink loop, or two links to one folder
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames.sort()
+        if "run.json" in filenames:
+            found.append(Path(dirpath) / "run.json")
+            dirnames[:] = [d for d in dirnames if d != "cells" and d != "logs"]
+    return found
+
+
 def discover_runs(root: Path) -> list[Run]:
-    """Every folder under `root` (or `root` itself) that holds a run.json, sorted by path."""
+    """Every folder under `root` (or `root` itself) that holds a run.json, sorted by path. The run
+    id is the folder's name."""
     root = Path(root)
-    manifests = [root / "run.json"] if (root / "run.json").exists() else sorted(root.glob("**/run.json"))
+    if (root / "run.json").exists():
+        manifests = [root / "run.json"]
+    elif not root.exists():
+        raise DataError(f"{root}: no such folder")
+    else:
+        manifests = sorted(_manifests(root))
     runs = []
     for m in manifests:
-        try:
-            manifest = json.loads(m.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DataError(f"{m}: unreadable run manifest: {exc}") from None
-        runs.append(Run(str(manifest.get("run_id", m.parent.name)), m.parent, manifest))
+        manifest, problems = read_manifest(m)
+        runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))
     return runs
 
 
@@ -79,56 +142,114 @@ def check_unique(runs: list[Run]) -> None:
         seen[r.run_id] = r.path
 
 
-def _file_columns(con, files: list[str]) -> tuple[dict[str, set], list[tuple[str, str]]]:
-    """Column names per file from the Parquet footers; corrupt files found one by one."""
+def _signatures(rows) -> dict[str, dict[str, tuple]]:
+    """Per file, per top-level column: the Parquet types of the column and its nested parts
+    (a list column is a group, then `list`, then `element`), from parquet_schema rows in order."""
+    out: dict[str, dict[str, tuple]] = {}
+    current: dict[str, str] = {}
+    for f, name, kind in rows:
+        cols = out.setdefault(f, {})
+        if name in _STRUCTURAL:
+            if f in current:
+                cols[current[f]] += (kind,)
+        else:
+            current[f] = name
+            cols[name] = (kind,)
+    return out
+
+
+def _reference() -> dict[str, tuple]:
+    """The contract's column signatures: those of a zero-row file written with its schema."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT file_name, name, type FROM parquet_schema(?)", [[str(_empty_file())]]).fetchall()
+    return next(iter(_signatures(rows).values()))
+
+
+def _file_schemas(con, files: list[str]) -> tuple[dict[str, dict[str, tuple]], list[tuple[str, str]]]:
+    """Column signatures per file from the Parquet footers; corrupt files found one by one."""
+    query = "SELECT file_name, name, type FROM parquet_schema(?)"
     try:
-        rows = con.execute("SELECT file_name, name FROM parquet_schema(?)", [files]).fetchall()
+        rows = con.execute(query, [files]).fetchall()
         bad = []
     except duckdb.Error:
         rows, bad = [], []
         for f in files:
             try:
-                rows += con.execute("SELECT file_name, name FROM parquet_schema(?)", [[f]]).fetchall()
+                rows += con.execute(query, [[f]]).fetchall()
             except duckdb.Error as exc:
                 bad.append((f, f"unreadable Parquet ({str(exc).splitlines()[0][:200]})"))
-    cols: dict[str, set] = {}
-    for f, name in rows:
-        cols.setdefault(f, set()).add(name)
-    return cols, bad
+    return _signatures(rows), bad
 
 
-def _validate(con, files: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Split files into (good, skipped with reasons): readable, this schema's columns and version."""
+def _validate(con, files: list[str], one_row: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split files into (good, skipped with reasons), each file judged on its own: readable, this
+    schema's columns with this schema's types, a known schema version, and (cell files,
+    `one_row`) exactly one row."""
     if not files:
         return [], []
-    cols, skipped = _file_columns(con, files)
+    sigs, skipped = _file_schemas(con, files)
+    ref = _reference()
     good = []
     oldest = columns_of(1)  # every version has these; later versions only add columns
     for f in files:
-        if f not in cols:
+        if f not in sigs:
             continue
-        # parquet_schema also lists the root ("schema"/"duckdb_schema") and list children
-        missing, extra = oldest - cols[f], cols[f] - set(COLUMNS) - _STRUCTURAL
-        if "schema_version" not in cols[f]:
+        cols = set(sigs[f])
+        missing, extra = oldest - cols, cols - set(COLUMNS)
+        wrong = sorted(c for c in cols & set(ref) if sigs[f][c] != ref[c])
+        if "schema_version" not in cols:
             skipped.append((f, "no schema_version column: not a cell file of this project"))
-        elif missing or extra:
+        elif missing or extra or wrong:
             parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
-                    ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
+                    ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else []) + \
+                    [f"column {c} stored as {'/'.join(map(str, sigs[f][c]))}, not "
+                     f"{'/'.join(map(str, ref[c]))}" for c in wrong[:3]] + \
+                    ([f"and {len(wrong) - 3} more column(s) of the wrong type"] if len(wrong) > 3 else [])
             skipped.append((f, "; ".join(parts)))
         else:
             good.append(f)
-    if good:
+    if good and one_row:
+        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [good]).fetchall())
+        for f in list(good):
+            n = counts.get(f, 0)
+            if n != 1:
+                skipped.append((f, "no rows (an empty cell file)" if n == 0
+                                else f"{n} rows; a cell file holds one cell (one row)"))
+                good.remove(f)
+    if good:  # every file has the contract's types here, so reading them together widens nothing
         versions = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true, "
                                "union_by_name=true)", [good]).fetchall()
         bad = {}
         for f, v in versions:
             if v not in KNOWN_VERSIONS:
                 bad[f] = f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"
-            elif columns_of(v) - cols[f]:
-                bad[f] = f"missing column(s) {', '.join(sorted(columns_of(v) - cols[f]))} (schema version {v})"
+            elif columns_of(v) - set(sigs[f]):
+                bad[f] = f"missing column(s) {', '.join(sorted(columns_of(v) - set(sigs[f])))} (schema version {v})"
         skipped += sorted(bad.items())
         good = [f for f in good if f not in bad]
     return good, skipped
+
+
+def _check_cells(con, runs: list["Run"]) -> list[tuple[str, str]]:
+    """After loading: a cell file must be named after its cell (a copy such as `x (copy).parquet`
+    would count the cell twice); rows take their run id from their folder. Returns what was
+    left out or noted."""
+    notes = []
+    for f, cell_id in con.execute("SELECT filename, cell_id FROM cells_raw").fetchall():
+        if Path(f).stem != cell_id:
+            notes.append((f, f"holds cell {cell_id!r}; a cell file is named <cell id>.parquet "
+                             "(a copy? it would count the cell twice)"))
+            con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
+    for run in runs:
+        prefix = str(run.path / "cells") + os.sep
+        others = con.execute("SELECT DISTINCT run_id FROM cells_raw WHERE starts_with(filename, $p) "
+                             "AND run_id IS DISTINCT FROM $id", {"p": prefix, "id": run.run_id}).fetchall()
+        if others:
+            notes.append((str(run.path / "cells"), "rows name run(s) " + ", ".join(repr(o[0]) for o in others) +
+                          f"; counted as run {run.run_id!r}, the folder's name"))
+            con.execute("UPDATE cells_raw SET run_id = $id WHERE starts_with(filename, $p)",
+                        {"p": prefix, "id": run.run_id})
+    return notes
 
 
 def load(runs: list[Run], strict: bool = False) -> Loaded:
@@ -152,13 +273,11 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
                 loose.append(str(f))
         if covered:
             compacts.append((str(run.path / COMPACT), covered, str(run.path)))
-    good_compacts, _ = _validate(con, [c[0] for c in compacts])
+    good_compacts, _ = _validate(con, [c[0] for c in compacts], one_row=False)
     for path, ids, run_dir in compacts:
         if path not in good_compacts:  # a bad compact file only means the slower path: its cell files
             loose += [str(Path(run_dir) / "cells" / f"{i}.parquet") for i in ids]
     good, skipped = _validate(con, loose)
-    if skipped and strict:
-        raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
     con.execute("CREATE TABLE cells_raw AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
                 [str(_empty_file())])
     for path, ids, run_dir in compacts:
@@ -169,8 +288,11 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
     if good:
         con.execute("INSERT INTO cells_raw BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
                     [good])
+    skipped = sorted(p for run in runs for p in run.problems) + sorted(skipped + _check_cells(con, runs))
+    if skipped and strict:
+        raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
     con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
-    return Loaded(con, runs, sorted(skipped))
+    return Loaded(con, runs, skipped)
 
 
 def _empty_file() -> Path:

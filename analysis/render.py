@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 from pathlib import Path
 
@@ -55,6 +56,17 @@ def draw_charts(report: RunReport, out_dir: Path) -> None:
             report.charts[key] = Chart(key, title, f"assets/{key}.png", alt)
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write under a private name, then rename: a full disk or a stop never leaves half a report
+    in place of a good one, nor a temporary file behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
     """Write report.md and report.html into out_dir; returns their paths."""
     out_dir = Path(out_dir)
@@ -66,8 +78,8 @@ def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
     md = env.get_template("report.md.j2").render(r=report)
     html = env.get_template("report.html.j2").render(r=report, images=data_uris)
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    md_path.write_text(md)
-    html_path.write_text(html)
+    write_atomic(md_path, md)
+    write_atomic(html_path, html)
     return md_path, html_path
 
 
@@ -83,6 +95,6 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
         images["forest"] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
     env = _env()
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    md_path.write_text(env.get_template("compare.md.j2").render(r=report))
-    html_path.write_text(env.get_template("compare.html.j2").render(r=report, images=images))
+    write_atomic(md_path, env.get_template("compare.md.j2").render(r=report))
+    write_atomic(html_path, env.get_template("compare.html.j2").render(r=report, images=images))
     return md_path, html_path
