@@ -88,10 +88,11 @@ bench: $(COLLECT_DEPS) ## harness overhead and 10,000-cell report benchmarks (do
 	$(PY) benchmarks/harness_overhead.py
 	$(PY) benchmarks/report_scale.py
 
-reliability: $(COLLECT_DEPS) ## fault-injection tests and the kill -9 loop (docs/reliability.md)
+reliability: $(COLLECT_DEPS) ## fault-injection tests, the kill -9 and stop-signal loops (docs/reliability.md)
 	$(PY) -m pytest -v tests/test_reliability.py tests/test_runner.py tests/test_browser.py \
 	  tests/test_cell.py tests/test_matrix.py tests/test_analysis.py -k "$(RELIABILITY_TESTS)"
-	$(PY) benchmarks/reliability.py --points 20
+	$(PY) -m pytest -v tests/test_report_robustness.py tests/test_collector_robustness.py
+	$(PY) benchmarks/reliability.py --points 20 --signals 120
 
 clean-reports: ## delete rendered reports (reports/)
 	rm -rf reports

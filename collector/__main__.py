@@ -5,17 +5,27 @@ Exit codes: 0 done (failed cells are rows, not errors), 2 bad input, 3 run refus
 """
 from __future__ import annotations
 
-import argparse
-import json
 import signal
+
+_EARLY_STOP: list[int] = []  # a stop before the collector's own handler is in place (during imports)
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda signum, frame: _EARLY_STOP.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: _EARLY_STOP.append(signum))
+
+import argparse  # noqa: E402
+import json
+import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from collector import matrix as mx
-from collector import models, schema
-from collector.runner import (INTERRUPTED, PROJECT_ROOT, RunError, SubprocessLauncher, check_run_id, collect,
-                              default_run_id, plan_workers)
+from collector import matrix as mx  # noqa: E402
+from collector import models, schema  # noqa: E402
+from collector.cell import memory_limit_mb  # noqa: E402
+from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, RunError, SubprocessLauncher,  # noqa: E402
+                              check_run_id, collect, default_run_id, interrupt, plan_workers)
 
 
 def _csv(kind):
@@ -30,13 +40,43 @@ def _csv(kind):
     return parse
 
 
+def parse_models(text: str) -> list[str]:
+    """--models / MODELS=: comma-separated models, each with options after a colon, and the options
+    of one model also comma-separated: `mlp,gpt:layers=2,seq_len=128` is mlp and gpt with two
+    options. A piece with `=` and no `:` continues the model before it (model names have no `=`)."""
+    out: list[str] = []
+    for piece in (t.strip() for t in text.split(",")):
+        if not piece:
+            continue
+        if "=" in piece and ":" not in piece:
+            if not out or ":" not in out[-1]:
+                raise argparse.ArgumentTypeError(
+                    f"--models: option {piece!r} follows no model; write it as model:{piece}")
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m collector", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="auto",
                    help=f"auto (default on a GPU, smoke on a CPU), a name ({', '.join(mx.preset_names())}) "
                         "or a path to a .toml file")
-    p.add_argument("--models", type=_csv(str), help=f"comma-separated; built in: {', '.join(models.names())}")
+    p.add_argument("--models", type=parse_models,
+                   help=f"comma-separated, options after a colon (gpt:layers=2,seq_len=128); built in: "
+                        f"{', '.join(models.names())}")
     p.add_argument("--phases", type=_csv(str), help=f"{', '.join(mx.PHASES)}")
     p.add_argument("--modes", type=_csv(str), help=f"{', '.join(mx.MODES)}")
     p.add_argument("--dtypes", type=_csv(str), help=f"{', '.join(mx.DTYPES)}")
@@ -70,7 +110,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(default: one cell at a time on the default device, the cleanest timing)")
     p.add_argument("--retry-failed", action="store_true", dest="retry_failed",
                    help="measure again the cells of this run whose saved row failed (crash, timeout, error)")
-    p.add_argument("--stop-after", type=float, default=None, dest="stop_after", metavar="SECONDS",
+    p.add_argument("--stop-after", type=_seconds, default=None, dest="stop_after", metavar="SECONDS",
                    help="wall-clock budget: start no new cell after this many seconds (cells in flight "
                         "finish); the same command resumes the rest")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
@@ -78,7 +118,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_python(python: str) -> None:
+    """--python must name an interpreter that exists, before anything runs."""
+    found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
+    if not found or os.path.isdir(found):
+        raise ValueError(f"--python {python!r}: no such executable (give the path of a Python interpreter "
+                         f"with torch installed; default: this one, {sys.executable})")
+
+
 def probe_env(python: str, device: str) -> dict:
+    check_python(python)
     proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=PROJECT_ROOT,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -124,17 +173,18 @@ def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None) -> int:
     return 0
 
 
-def _interrupt(signum, frame):
-    INTERRUPTED.set()  # survives a raise that Python drops (collector.runner.INTERRUPTED)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
                                                           "timeout_s", "warm_compile", "portable_cache", "recompile_sweep", "tf32",
                                                           "device", "processes", "plant_slowdown_pct")}
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    INTERRUPTED.clear()
+    REPORTED.clear()
     try:
+        if _EARLY_STOP:
+            raise KeyboardInterrupt("stopped while starting")
+        memory_limit_mb()  # a bad setting is an error before anything runs, not a crashed row per cell
         if args.run_id:
             check_run_id(args.run_id)
         preset = args.preset
@@ -149,14 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"preset auto -> {preset} ({env['device']})")
         if args.dry_run:
             return dry_run(matrix, Path(args.out), args.run_id or default_run_id(matrix.preset, env))
-        if args.stop_after is not None and args.stop_after <= 0:
-            raise ValueError(f"--stop-after: expected a positive number of seconds, got {args.stop_after:g}")
         workers = plan_workers(parse_gpus(args.gpus, env))
         run_id = args.run_id or default_run_id(matrix.preset, env)
         launcher = SubprocessLauncher(args.python)
-        INTERRUPTED.clear()
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGINT, _interrupt)
         run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
                           retry_failed=args.retry_failed, stop_after_s=args.stop_after)
         print(f"done: {run_dir}  (make report renders it)")
@@ -168,7 +213,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
+        if not REPORTED.is_set():
+            print("\ninterrupted: every cell finished so far is saved; run the same command again to resume",
+                  file=sys.stderr, flush=True)
         return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -73,13 +73,24 @@ class Stage:
     name = "setup"
 
 
+# How running out of memory reads, wherever it strikes: Python (MemoryError), CUDA, libtorch's
+# allocator and its mmap of a shared segment, C++ (std::bad_alloc inside Dynamo or inductor), the OS.
+OOM_MARKERS = ("memoryerror", "outofmemoryerror", "out of memory", "can't allocate memory",
+               "cannot allocate memory", "bad_alloc", "failed to map segment", "errno 12", "enomem")
+
+
+def looks_like_oom(text: str) -> bool:
+    """Whether an error text (or a crashed process's log tail) is an out-of-memory failure."""
+    text = text.lower()
+    return any(m in text for m in OOM_MARKERS)
+
+
 def classify(exc: BaseException, stage: str) -> str:
-    """Map an exception to a row status."""
-    text = f"{type(exc).__name__} {exc}".lower()
+    """Map an exception to a row status: out of memory is `oom` in every stage."""
+    text = f"{type(exc).__name__} {exc}"
     if isinstance(exc, ExportError):
         return "export_error"
-    if (isinstance(exc, MemoryError) or "outofmemoryerror" in text or "out of memory" in text
-            or "can't allocate memory" in text):
+    if isinstance(exc, MemoryError) or looks_like_oom(text):
         return "oom"
     if stage == "compile":
         return "compile_error"
@@ -656,11 +667,22 @@ def _check_accuracy(spec, cuda, ref64, ref_out_eager, ref_grads, got_out, got_gr
 
 def _apply_memory_limit() -> None:
     """TCB_CELL_MEMORY_LIMIT_MB (tests, shared hosts): cap this process's address space."""
-    limit = os.environ.get("TCB_CELL_MEMORY_LIMIT_MB")
+    limit = memory_limit_mb()
     if limit:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit) << 20, int(limit) << 20))
+        resource.setrlimit(resource.RLIMIT_AS, (limit << 20, limit << 20))
+
+
+def memory_limit_mb() -> int | None:
+    """TCB_CELL_MEMORY_LIMIT_MB as a positive integer, None when unset; a ValueError naming the
+    setting otherwise (the collector checks it before any cell runs)."""
+    text = os.environ.get("TCB_CELL_MEMORY_LIMIT_MB", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"TCB_CELL_MEMORY_LIMIT_MB={text!r}: expected a positive whole number of MiB (e.g. 4096)")
+    return int(text)
 
 
 def run_cell(spec: dict, partial_path: Path | None = None) -> dict:

@@ -127,8 +127,20 @@ def load_preset(name_or_path: str) -> tuple[str, dict]:
             raise MatrixError(f"unknown preset {name_or_path!r}; valid presets: {', '.join(preset_names())} "
                               "(or a path to a .toml file)")
         path = PRESET_DIR / f"{name_or_path}.toml"
+    if path.is_dir():
+        raise MatrixError(f"{path}: is a folder, not a preset file; valid presets: {', '.join(preset_names())} "
+                          "(or a path to a .toml file)")
     try:
-        return path.stem, tomllib.loads(path.read_text())
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read the preset: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # a byte-order mark (some editors write one) is not TOML
+    except UnicodeDecodeError as exc:
+        raise MatrixError(f"{path}: not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                          "TOML files are UTF-8, save it as UTF-8") from None
+    try:
+        return path.stem, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MatrixError(f"{path}: malformed TOML: {exc}") from None
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
 from collector import modes, schema
-from collector.cell import PARTIAL_NAME, last_logged_step
+from collector.cell import PARTIAL_NAME, last_logged_step, looks_like_oom
 from collector.compact import compact_run
 from collector.job import Job, Layout
 from collector.matrix import Cell, Matrix
@@ -44,6 +44,21 @@ BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
 # where Python prints "Exception ignored" and carries on. Checked before and after every cell
 # process, so a lost raise still stops the collection at the next process boundary.
 INTERRUPTED = threading.Event()
+
+
+REPORTED = threading.Event()  # the stop's message (what is saved, how to resume) has been printed
+RUNNING: set = set()  # launchers with a cell process in flight (the stop handler kills them)
+
+
+def interrupt(signum, frame) -> None:
+    """SIGINT/SIGTERM handler. The stop is a flag and nothing else: the handler raises nothing
+    (an exception raised in a handler can surface inside library code, e.g. Python's at-fork
+    lock handling, which prints it and drops it). It kills the cell processes in flight so their
+    waits end at once; the scheduler checks the flag before and after every cell process, stops
+    there, and finishes run.json on the way out."""
+    INTERRUPTED.set()
+    for launcher in list(RUNNING):
+        launcher.kill_now()
 
 
 def check_interrupted() -> None:
@@ -112,11 +127,70 @@ def _die_with_parent() -> None:
         pass
 
 
-def _tail(path: Path, n: int = 1500) -> str:
+LOG_HEAD_BYTES = 4 << 20  # a cell log keeps its first 4 MiB ...
+LOG_TAIL_BYTES = 4 << 20  # ... and its last 4 MiB; what lies between is counted, not kept
+TAIL_READ_BYTES = 256 << 10  # what is read back of a log for a failed cell
+
+
+def _read_tail(path: Path, n: int = TAIL_READ_BYTES) -> str:
+    """The last `n` bytes of a log as text (never the whole file: a log can be large)."""
     try:
-        return path.read_text(errors="replace")[-n:]
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - n))
+            return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    return _read_tail(path)[-n:]
+
+
+class CappedLog:
+    """Copies a cell process's output from a pipe into its log, keeping the first LOG_HEAD_BYTES
+    and the last LOG_TAIL_BYTES: a cell that prints without end costs bounded disk and memory."""
+
+    def __init__(self, fh, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
+        self.fh, self.head, self.tail = fh, head, tail
+        self.written, self.dropped, self.buf = 0, 0, bytearray()
+
+    def pump(self, pipe) -> None:
+        """Until the pipe ends. A write that fails (a full disk) is kept in `error` and the output
+        is still drained, so the cell never blocks on a full pipe."""
+        self.error: OSError | None = None
+        while True:
+            chunk = pipe.read1(1 << 16) if hasattr(pipe, "read1") else pipe.read(1 << 16)
+            if not chunk:
+                break
+            if self.error:
+                continue
+            room = max(0, self.head - self.written)
+            if room:
+                try:
+                    self.fh.write(chunk[:room])
+                    self.fh.flush()
+                except OSError as exc:
+                    self.error = exc
+                    continue
+                self.written += min(room, len(chunk))
+                chunk = chunk[room:]
+            if chunk:
+                self.buf += chunk
+                if len(self.buf) > self.tail:
+                    self.dropped += len(self.buf) - self.tail
+                    del self.buf[:len(self.buf) - self.tail]
+
+    def finish(self) -> None:
+        """Write the kept tail; raise the write error the pump met, if any."""
+        if getattr(self, "error", None):
+            raise self.error
+        if self.dropped:
+            self.fh.write(f"\n[... {self.dropped} bytes of output left out (the log keeps its first "
+                          f"{self.head >> 20} MiB and last {self.tail >> 20} MiB) ...]\n".encode())
+        self.fh.write(bytes(self.buf))
+        self.fh.flush()
+        self.buf = bytearray()
 
 
 def _partial(out_path: Path) -> dict:
@@ -134,10 +208,7 @@ def _last_step(path: Path) -> str:
 
     The cell logs each stage as `[cell +  12.3s] what`; the last one says where a process that
     died without a result (a native crash, a timeout) was."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
+    text = _read_tail(path)
     step = last_logged_step(text.rsplit("\n=== ", 1)[-1])  # this process's section of the log only
     return f"; last step logged: {step}" if step else ""
 
@@ -172,26 +243,49 @@ class SubprocessLauncher:
                 log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} {kind} ===\n".encode())
                 log.flush()
                 proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
-                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         cwd=PROJECT_ROOT, env=env, start_new_session=True,
                                         preexec_fn=self._preexec)
                 self.current = proc
+                RUNNING.add(self)
+                if INTERRUPTED.is_set():  # a stop that came while the process was being started
+                    self.kill_now()
+                capped = CappedLog(log)
+                pump = threading.Thread(target=capped.pump, args=(proc.stdout,), daemon=True)
+                pump.start()
+                timed_out = False
                 try:
                     proc.wait(timeout=timeout_s)
                 except subprocess.TimeoutExpired:
-                    self.kill()
-                    return {**_partial(out_path), "status": "timeout",
-                            "error": f"no result within {timeout_s:.0f} s (process group killed)"
-                                     f"{_last_step(log_path)}\n{_tail(log_path)}"}
+                    timed_out = True
                 finally:
                     self.kill()  # nothing of the cell outlives it (orphaned compile workers included)
+                    RUNNING.discard(self)
                     self.current = None
+                    pump.join(timeout=10)  # the whole group is dead: the pipe ends
+                    capped.finish()
+                    proc.stdout.close()
+            if timed_out:  # read after the log is complete (its kept tail written)
+                return {**_partial(out_path), "status": "timeout",
+                        "error": f"no result within {timeout_s:.0f} s (process group killed)"
+                                 f"{_last_step(log_path)}\n{_tail(log_path)}"}
             if out_path.exists():
                 return json.loads(out_path.read_text())
             code = proc.returncode
             how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            if looks_like_oom(_read_tail(log_path, 16 << 10)):  # e.g. std::bad_alloc abort in native code
+                return {**_partial(out_path), "status": "oom",
+                        "error": f"cell process ran out of memory and died ({how}){_last_step(log_path)}\n"
+                                 f"{_tail(log_path)}"}
             return {**_partial(out_path), "status": "crashed",
                     "error": f"cell process died ({how}) without a result{_last_step(log_path)}\n{_tail(log_path)}"}
+
+    def kill_now(self) -> None:
+        """SIGKILL the cell's process group without waiting (safe in a signal handler)."""
+        proc = self.current
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def kill(self) -> None:
         proc = self.current
@@ -273,8 +367,39 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
 
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no empty temporary file behind
+
+
+def _sweep_temporaries(run_dir: Path) -> int:
+    """Remove the temporary files an earlier session left when it was killed (under the run lock:
+    no other writer is active). Returns how many."""
+    n = 0
+    for folder in (run_dir, run_dir / "cells"):
+        for tmp in folder.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                n += 1
+    return n
+
+
+def _set_aside_bad_cells(cells_dir: Path, out) -> set[str]:
+    """Saved cell files that cannot stand for their cell (zero bytes, truncated, another cell's
+    row) are renamed `<name>.parquet.invalid` (kept for inspection, never read) and measured
+    again. Returns the cell ids of the good ones."""
+    good = set()
+    for path in sorted(cells_dir.glob("*.parquet")):
+        why = schema.check_cell_file(path)
+        if why is None:
+            good.add(path.stem)
+            continue
+        aside = path.with_name(path.name + ".invalid")
+        os.replace(path, aside)
+        print(f"note: {path.name} is {why}; renamed to {aside.name} and measured again", file=out, flush=True)
+    return good
 
 
 @contextlib.contextmanager
@@ -413,6 +538,19 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     })
 
 
+LARGE_MATRIX = 100  # cells to measure from which the start line is followed by a size estimate
+PROCESS_S = (20, 35)  # a cell process's wall time, measured (docs/measurement.md "What it costs")
+
+
+def size_note(cells: int, processes: int, workers: int) -> str:
+    """What a large matrix will take, before it starts, from the measured cost of a process."""
+    lo, hi = (cells * max(processes, 2) * s / workers / 3600 for s in PROCESS_S)
+    return (f"note: {cells} cells x {processes} process(es) is a large matrix: about {lo:.1f}-{hi:.1f} hours "
+            f"at {PROCESS_S[0]}-{PROCESS_S[1]} s a process{f' on {workers} GPUs' if workers > 1 else ''}; "
+            "--dry-run lists the cells, --stop-after bounds a session (the same command resumes), "
+            "Ctrl-C stops keeping every finished cell")
+
+
 def _kill_all(launchers) -> None:
     """Stop the cell process of every launcher (fakes without `kill` are skipped)."""
     for launcher in launchers:
@@ -447,9 +585,10 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
     except OSError as exc:
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     with run_lock(run_dir):
+        _sweep_temporaries(run_dir)
         manifest = prepare_run(run_dir, run_id, matrix, env)
         manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-        done = {p.stem for p in cells_dir.glob("*.parquet")}
+        done = _set_aside_bad_cells(cells_dir, out)
         if retry_failed:
             done = {c for c in done if schema.read_status(cells_dir / f"{c}.parquet") not in RETRYABLE}
         todo = [c for c in matrix.cells if c.cell_id not in done]
@@ -460,6 +599,8 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
               f"{len(todo)} to measure on {env['device']} ({env['device_name']}){where}, "
               f"{matrix.protocol.processes} process(es) each, "
               f"torch {env['torch_version']}", file=out, flush=True)
+        if len(todo) >= LARGE_MATRIX:
+            print(size_note(len(todo), matrix.protocol.processes, len(workers)), file=out, flush=True)
         progress = Progress(len(todo), out=out, clock=clock, workers=len(workers))
         lock = threading.Lock()
         queue = list(enumerate(todo, 1))
@@ -481,7 +622,12 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                     k, cell = queue.pop(0)
                     progress.start(k, cell.label() + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
                 t0 = clock()
-                row = measure_cell(cell, matrix, env, run_id, run_dir, own, clock, worker, len(workers))
+                try:
+                    row = measure_cell(cell, matrix, env, run_id, run_dir, own, clock, worker, len(workers))
+                except OSError as exc:  # the cell's log or cache folder: a full or read-only disk
+                    raise RunError(f"cannot write the files of cell {cell.cell_id} under {run_dir}: "
+                                   f"{exc.strerror or exc}; the {len(progress.rows)} cell(s) finished before it "
+                                   "are saved; fix the cause and run the same command to resume") from None
                 if stop.is_set():  # interrupted while it ran: its result is not trusted
                     return
                 try:
@@ -519,15 +665,25 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
             if isinstance(exc, KeyboardInterrupt):
                 print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
                       f"{cells_dir}; run the same command again to resume", file=out, flush=True)
+                REPORTED.set()
             raise
-        finally:
+        finally:  # a stop signal only sets a flag: these writes always finish
             try:
                 compact_run(run_dir)
             except Exception as exc:  # an optimisation only: the cell files are complete without it
                 print(f"note: could not compact {run_dir}: {exc}", file=out)
             manifest["sessions"][-1]["finished_at"] = _now()
             manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
-            _write_json(run_dir / "run.json", manifest)
+            try:
+                _write_json(run_dir / "run.json", manifest)
+            except OSError as exc:  # must not hide why the session ended; the cells are saved
+                print(f"note: could not update {run_dir / 'run.json'} ({exc.strerror or exc}); "
+                      "the cell files are complete and the next session rewrites it", file=out, flush=True)
+        if INTERRUPTED.is_set():  # a stop that arrived after the last cell, e.g. during compaction
+            print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
+                  f"{cells_dir}; run the same command again to resume", file=out, flush=True)
+            REPORTED.set()
+            raise KeyboardInterrupt("stop requested")
         print(progress.summary(skipped_done=already), file=out, flush=True)
         if budget_hit.is_set():
             print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "

@@ -4,7 +4,9 @@
     fake_python.py -m collector.cell SPEC OUT    -> after FAKE_CELL_SECONDS (default 0.1-0.4 s,
                                                     random), a plausible ok result
 Every cell it finishes is appended to $FAKE_CELL_LEDGER (one cell id per line), so a test can
-count how often each cell was measured.
+count how often each cell was measured. $FAKE_CELL_PRINT_MB prints that many MiB first (a cell
+that floods its log); $FAKE_CELL_ABORT prints that text and aborts without a result (a native
+crash, e.g. std::bad_alloc).
 """
 import json
 import os
@@ -18,6 +20,16 @@ if args[:2] == ["-m", "collector.envinfo"]:
                       "hostname": "fake", "cpu_model": "Fake CPU", "cpu_count": 1}))
 elif args[:2] == ["-m", "collector.cell"]:
     spec = json.loads(open(args[2]).read())
+    if os.environ.get("FAKE_CELL_PRINT_MB"):
+        line = ("x" * 1023 + "\n").encode()
+        for _ in range(int(float(os.environ["FAKE_CELL_PRINT_MB"]) * 1024)):
+            sys.stdout.buffer.write(line)
+        sys.stdout.buffer.write(b"[cell +   1.0s] the last step before the end\n")
+        sys.stdout.flush()
+    if os.environ.get("FAKE_CELL_ABORT"):
+        sys.stderr.write(os.environ["FAKE_CELL_ABORT"] + "\n")
+        sys.stderr.flush()
+        os.abort()
     time.sleep(float(os.environ.get("FAKE_CELL_SECONDS", random.uniform(0.1, 0.4))))
     c = spec["cell"]
     cell_id = "__".join([c["model"], c["phase"], c["dtype"], f"bs{c['batch_size']}", c["mode"], c["compile_scope"]])

@@ -67,7 +67,11 @@ def test_ctrl_c_and_sigterm_stop_cleanly_and_say_how_to_resume(tmp_path, sig):
     cmd = [sys.executable, "-m", "collector", *MATRIX, "--out", str(tmp_path), "--run-id", "s",
            "--python", fake_python(tmp_path)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(3.0)
+    cells = tmp_path / "s" / "cells"
+    deadline = time.monotonic() + 120  # a loaded host starts slowly: stop once a cell is saved
+    while time.monotonic() < deadline and not list(cells.glob("*.parquet")):
+        time.sleep(0.1)
+    time.sleep(0.3)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out

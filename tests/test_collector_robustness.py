@@ -1,0 +1,232 @@
+"""The collector against bad input and real faults: clear messages instead of tracebacks, one
+status for one fault, capped logs, resume that re-measures a broken cell file, a full or
+read-only disk, a stop that arrives while the session's files are finished (docs/reliability.md)."""
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from benchmarks.reliability import MATRIX, fake_python, signal_and_resume
+from collector import matrix as mx
+from collector import runner
+from collector.__main__ import main as collector_main
+from collector.__main__ import parse_models
+from collector.cell import classify
+from collector.runner import CappedLog, SubprocessLauncher, _tail, collect, measure_cell, size_note
+from conftest import ROOT
+from test_report_robustness import _tmpfs
+
+ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
+
+
+class OkLauncher:
+    def __init__(self):
+        self.cells = []
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        if spec.get("kind", "cold") == "cold":
+            self.cells.append(spec["cell"]["model"])
+        return {"status": "ok", "eager_step_ms": [1.0] * 4, "compiled_step_ms": [0.5] * 4}
+
+
+def _run_cli(tmp_path, *args, env=None):
+    cmd = [sys.executable, "-m", "collector", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
+
+
+# --- model options on the command line -------------------------------------------------------
+
+def test_model_options_with_commas_work_on_the_command_line():
+    assert parse_models("gpt:layers=2,seq_len=128") == ["gpt:layers=2,seq_len=128"]
+    assert parse_models("mlp, gpt:layers=2,seq_len=128 ,moe") == ["mlp", "gpt:layers=2,seq_len=128", "moe"]
+    with pytest.raises(Exception, match="follows no model"):
+        parse_models("layers=2,gpt")
+
+
+def test_every_model_example_in_the_readme_builds_a_matrix():
+    readme = (ROOT / "README.md").read_text()
+    examples = set(re.findall(r"MODELS=([\w:=,.-]+)", readme)) | set(re.findall(r"`(gpt:[\w=,]+)`", readme))
+    assert "mlp,gpt:layers=2,seq_len=128" in examples
+    for text in examples:
+        m = mx.build_matrix("smoke", {"models": parse_models(text)})
+        assert all(c.model.split(":")[0] in {"mlp", "gpt", "moe", "gnn"} for c in m.cells)
+    m = mx.build_matrix("smoke", {"models": parse_models("gpt:layers=2,seq_len=128"), "phases": ["infer"],
+                                  "modes": ["default"]})
+    assert [c.model for c in m.cells] == ["gpt:layers=2,seq_len=128"]
+
+
+# --- bad input is a message and exit 2, before anything runs ---------------------------------
+
+@pytest.mark.parametrize("case", ["dir", "bom", "latin1", "stop-nan", "python", "memlimit"])
+def test_bad_input_is_one_message_and_exit_2(tmp_path, case):
+    preset, extra, env = "smoke", [], {}
+    if case == "dir":
+        (tmp_path / "p.toml").mkdir()
+        preset = str(tmp_path / "p.toml")
+    elif case == "bom":  # a byte-order mark is read, not "Invalid statement"
+        (tmp_path / "p.toml").write_bytes(b"\xef\xbb\xbf" + (ROOT / "collector/presets/smoke.toml").read_bytes())
+        preset = str(tmp_path / "p.toml")
+    elif case == "latin1":
+        (tmp_path / "p.toml").write_bytes('description = "café"\n'.encode("latin-1"))
+        preset = str(tmp_path / "p.toml")
+    elif case == "stop-nan":
+        extra = ["--stop-after", "nan"]
+    elif case == "python":
+        extra = ["--python", "/nonexistent/python"]
+    elif case == "memlimit":
+        env = {"TCB_CELL_MEMORY_LIMIT_MB": "lots"}
+    done = _run_cli(tmp_path, "--preset", preset, "--out", str(tmp_path / "runs"), "--run-id", "r", *extra,
+                    *(["--dry-run"] if case in ("dir", "bom", "latin1") else []), env=env)
+    if case == "bom":
+        assert done.returncode == 0 and "cells" in done.stdout, done.stderr
+        return
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    expect = {"dir": "is a folder, not a preset file", "latin1": "not UTF-8 text", "stop-nan": "finite",
+              "python": "no such executable", "memlimit": "TCB_CELL_MEMORY_LIMIT_MB='lots'"}[case]
+    assert expect in done.stderr
+    assert not (tmp_path / "runs" / "r" / "cells").exists() or not list((tmp_path / "runs" / "r" / "cells").iterdir())
+
+
+def test_a_very_large_matrix_says_what_it_will_take_before_it_starts(tmp_path):
+    note = size_note(1_000_000, 3, 1)
+    assert "1000000 cells x 3 process(es)" in note and "16666.7-29166.7 hours" in note
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "batch_sizes": list(range(1, 31)), "processes": 1})
+    out = io.StringIO()
+    collect(m, ENV, tmp_path, "big", OkLauncher(), out=out)
+    lines = out.getvalue().splitlines()
+    assert len(m.cells) >= runner.LARGE_MATRIX and lines[1].startswith(f"note: {len(m.cells)} cells")
+
+
+# --- one fault, one status -------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,stage", [
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory", "timing"),
+    ("RuntimeError: falied to map segment from shared object: Cannot allocate memory", "setup"),
+    ("RuntimeError: libtorch: failed to map segment from shared object", "setup"),
+    ("torch._dynamo.exc.InternalTorchDynamoError: std::bad_alloc", "compile"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "eager"),
+])
+def test_out_of_memory_is_oom_wherever_it_strikes(text, stage):
+    assert classify(RuntimeError(text), stage) == "oom"
+    assert classify(RuntimeError("shape mismatch"), "compile") == "compile_error"
+
+
+def test_a_process_that_aborts_on_bad_alloc_is_an_oom_row(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CELL_ABORT", "terminate called after throwing an instance of 'std::bad_alloc'")
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "processes": 1})
+    (tmp_path / "logs").mkdir()
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, SubprocessLauncher(fake_python(tmp_path)))
+    assert row["status"] == "oom" and "SIGABRT" in row["error"] and "bad_alloc" in row["error"]
+
+
+# --- logs ------------------------------------------------------------------------------------
+
+def test_capped_log_keeps_head_and_tail_of_a_flood(tmp_path):
+    data = b"".join(f"line {i:08d}\n".encode() for i in range(400_000))  # ~5.6 MB
+    with open(tmp_path / "log", "wb") as fh:
+        capped = CappedLog(fh, head=64 << 10, tail=64 << 10)
+        capped.pump(io.BufferedReader(io.BytesIO(data)))
+        capped.finish()
+    text = (tmp_path / "log").read_text()
+    assert len(text) < 140 << 10
+    assert text.startswith("line 00000000\n") and text.endswith("line 00399999\n")
+    assert f"[... {len(data) - (128 << 10)} bytes of output left out" in text
+
+
+def test_a_cell_that_floods_its_output_gets_a_capped_log_and_a_useful_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CELL_PRINT_MB", "12")
+    monkeypatch.setenv("FAKE_CELL_ABORT", "boom")
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "processes": 1})
+    (tmp_path / "logs").mkdir()
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, SubprocessLauncher(fake_python(tmp_path)))
+    log = next((tmp_path / "logs").iterdir())
+    assert log.stat().st_size < (runner.LOG_HEAD_BYTES + runner.LOG_TAIL_BYTES) + (64 << 10)
+    assert row["status"] == "crashed" and "the last step before the end" in row["error"]
+    assert "boom" in _tail(log)
+
+
+# --- resume ----------------------------------------------------------------------------------
+
+def test_resume_measures_again_a_cell_whose_file_is_empty_truncated_or_foreign(tmp_path):
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "processes": 1})
+    run_dir = collect(m, ENV, tmp_path, "r", OkLauncher(), out=io.StringIO())
+    files = sorted((run_dir / "cells").glob("*.parquet"))
+    files[0].write_bytes(b"")
+    files[1].write_bytes(files[1].read_bytes()[:300])
+    files[2].write_bytes(files[3].read_bytes())  # another cell's row under this cell's name
+    (run_dir / ".run.json.999.tmp").write_bytes(b"")  # left by a session killed on a full disk
+    (run_dir / "cells" / ".x.parquet.999.tmp").write_bytes(b"PAR1")
+    again, out = OkLauncher(), io.StringIO()
+    collect(m, ENV, tmp_path, "r", again, out=out)
+    assert len(again.cells) == 3
+    assert out.getvalue().count("measured again") == 3
+    assert all(pq.read_table(f).num_rows == 1 for f in files)
+    assert sorted(p.name for p in (run_dir / "cells").glob("*.invalid")) == sorted(f.name + ".invalid" for f in files[:3])
+    assert not list(run_dir.rglob(".*.tmp"))
+
+
+# --- disks -----------------------------------------------------------------------------------
+
+def _fake_run(tmp_path, out, extra_env=None):
+    env = dict(os.environ, FAKE_CELL_SECONDS="0.05", PYTHONPATH=str(ROOT), **(extra_env or {}))
+    return subprocess.run([sys.executable, "-m", "collector", *MATRIX, "--out", str(out), "--run-id", "d",
+                           "--python", fake_python(tmp_path)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_real_full_disk_is_one_message_exit_3_and_nothing_half_written(tmp_path):
+    with _tmpfs(tmp_path / "full", "size=96k") as out:
+        done = _fake_run(tmp_path, out, {"FAKE_CELL_PRINT_MB": "0.05"})  # the logs fill the disk
+        text = done.stdout + done.stderr
+        assert done.returncode == 3, text
+        assert "No space left on device" in text and "run the same command to resume" in text
+        assert "Traceback" not in text
+        cells = list((out / "d" / "cells").glob("*.parquet"))
+        assert all(pq.read_table(f).num_rows == 1 for f in cells)
+        assert not list(out.rglob(".*.tmp"))
+
+
+def test_a_read_only_disk_is_one_message_and_exit_3(tmp_path):
+    with _tmpfs(tmp_path / "ro", "ro,size=1m") as out:
+        done = _fake_run(tmp_path, out)
+    assert done.returncode == 3 and "cannot write to" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- stops -----------------------------------------------------------------------------------
+
+def test_a_stop_during_compaction_finishes_run_json_then_exits_with_the_message(tmp_path, monkeypatch):
+    def compact_then_signal(run_dir):
+        runner.interrupt(15, None)  # SIGTERM lands while the session's files are being finished
+
+    monkeypatch.setattr(runner, "compact_run", compact_then_signal)
+    runner.INTERRUPTED.clear()
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "processes": 1})
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        collect(m, ENV, tmp_path, "r", OkLauncher(), out=out)
+    runner.INTERRUPTED.clear()
+    assert "run the same command again to resume" in out.getvalue()
+    manifest = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert manifest["sessions"][-1]["finished_at"] and manifest["sessions"][-1]["cells_measured"] == 4
+
+
+def test_random_stops_all_exit_130_and_lose_nothing(tmp_path):
+    got = signal_and_resume(tmp_path, points=8, seed=1)
+    assert got["bad_stops"] == [] and got["temporaries"] == [] and got["unfinished_sessions"] == 0
+    assert got["on_disk"] == got["expected"] and got["extra"] == 0 and got["unreadable"] == 0
+
+
+def test_main_returns_130_on_keyboard_interrupt(tmp_path, monkeypatch):
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("collector.__main__.collect", stop)
+    monkeypatch.setattr("collector.__main__.probe_env", lambda python, device: dict(ENV, gpu_name=None))
+    assert collector_main(["--preset", "smoke", "--out", str(tmp_path), "--run-id", "r"]) == 130
