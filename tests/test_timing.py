@@ -51,4 +51,5 @@ def test_samples_are_mean_step_times_over_k_steps(clock, k):
     assert all(t > 1.9 for t in blk.step_ms) and sorted(blk.step_ms)[2] < upper
     assert 1.9 < blk.wall_ms_per_step < upper
     if isinstance(clock, CudaClock):
-        assert len(blk.enqueue_ms) == 5 and all(1.9 < t < 3.5 for t in blk.enqueue_ms)
+        assert len(blk.enqueue_ms) == 5 and all(t > 1.9 for t in blk.enqueue_ms)
+        assert sorted(blk.enqueue_ms)[2] < upper
