@@ -2,6 +2,16 @@
 # PYTHON=python3 uses an existing interpreter as it is (a CUDA image, the GPU box) and installs nothing;
 # without it every target installs what it needs into the project virtualenv .venv on first use.
 SHELL := /bin/bash
+
+# every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
+# typo that would otherwise be ignored silently
+KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
+  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS
+UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
+ifneq ($(UNKNOWN_VARS),)
+$(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
+endif
 PYTHON ?=
 TORCH ?= 2.13.0
 # TORCH=<version> given to make gets its own virtualenv, so versions live side by side

@@ -212,3 +212,36 @@ def efficiency(rows: list[dict], path: Path) -> Path | None:
     ax.set_xlabel("achieved TFLOP/s (FLOPs of one eager step / median step time), log scale")
     ax.legend(fontsize=7, loc="lower left")
     return _save(fig, path)
+
+
+def summary(rows: list[dict], path: Path) -> Path | None:
+    """Every ok cell's speedup with its 95% interval, one column per phase and mode (the verdict's
+    groups), on a log scale with the no-change line: the whole run on one short chart.
+    rows: group, speedup, lo, hi, verdict."""
+    rows = [r for r in rows if r.get("speedup") and r["speedup"] > 0]
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(r["group"] for r in sorted(rows, key=lambda r: r["group"])))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.15 * len(groups) + 1.5), 3.0))
+    colors = {"faster": "#2a8a2a", "slower": "#c0392b"}
+    rng = np.random.default_rng(0)  # fixed jitter: the same chart every time
+    for i, g in enumerate(groups):
+        members = [r for r in rows if r["group"] == g]
+        xs = i + (rng.uniform(-0.22, 0.22, len(members)) if len(members) > 1 else np.zeros(1))
+        for x, r in zip(xs, members):
+            color = colors.get(r.get("verdict"), "#888888")
+            lo, hi = r.get("lo"), r.get("hi")
+            if lo and hi and lo > 0 and not (math.isnan(lo) or math.isnan(hi)):
+                ax.plot([x, x], [lo, hi], color=color, alpha=0.45, linewidth=1.2)
+            ax.plot(x, r["speedup"], "o", color=color, markersize=4)
+    ax.axhline(1.0, color="#444444", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel("speedup (eager / compiled)", fontsize=8)
+    ax.set_title("every cell: speedup and 95% interval (green faster, red slower, grey no clear difference)",
+                 fontsize=9)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    return _save(fig, path)

@@ -306,13 +306,10 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                             f"but eager moved with it: what changed is common to both sides (the machine, its "
                             f"load, or a library both use), not the compile; read the speedup change.")
         elif c_lo > 1 or c_hi < 1:
-            faster = c_point < 1
-            pct = (1 / c_point - 1) * 100 if faster else (c_point - 1) * 100
-            lo_pct, hi_pct = sorted(((1 / c_hi - 1) * 100, (1 / c_lo - 1) * 100) if faster
-                                    else ((c_lo - 1) * 100, (c_hi - 1) * 100))
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) is {pct:.1f}% {'faster' if faster else 'slower'} "
-                            f"in {b.run_id} than in {a.run_id} (95% CI {lo_pct:.1f}-{hi_pct:.1f}%, "
-                            f"geometric mean over {len(members)} cells).")
+            # one sign convention everywhere: the change in step time, B against A, as in the tables
+            headline.append(f"Compiled {what} ({mode}{scope_txt}) got {'faster' if c_point < 1 else 'slower'} in "
+                            f"{b.run_id}: step time {_pct(c_point)} against {a.run_id} (95% CI {_pct(c_lo)} to "
+                            f"{_pct(c_hi)}, geometric mean over {len(members)} cells).")
         else:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time did not change measurably between "
                             f"{a.run_id} and {b.run_id} ({_pct(c_point)}, 95% CI {_pct(c_lo)} to {_pct(c_hi)}, "

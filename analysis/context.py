@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats, why
+from analysis import verdict as verdict_mod
 from analysis.load import Loaded, Run, sql
 from collector.cell import last_logged_step
 
@@ -144,6 +145,7 @@ class RunReport:
     sweeps: list = field(default_factory=list)
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
+    verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
 
 
 def failure_summary(error) -> str:
@@ -389,6 +391,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     protocol_rows = [(k, str(v)) for k, v in sorted(proto.items())]
     device_line = (f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}")
 
+    answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
+                               failures, noise, min_effect, notes, len(loaded.skipped_in(run)))
     # chart inputs
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),
@@ -399,6 +403,12 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         "compile_times": comp,
         "amortization": amort,
         "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
+        "summary": answer.chart_rows,
+        "estimates": [{"cell_id": r["cell_id"], "status": r.get("status"), "speedup": r.get("speedup"),
+                       "speedup_lo": r.get("speedup_lo"), "speedup_hi": r.get("speedup_hi"),
+                       "verdict": r.get("verdict"), "eager_ms": r.get("eager_median_ms"),
+                       "compiled_ms": r.get("compiled_median_ms"), "processes": r.get("processes")}
+                      for r in speed],
     }
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
@@ -410,4 +420,4 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
         efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows,
-        reasons_known=reasons_summary.startswith("Reasons counted"))
+        reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer)

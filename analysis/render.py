@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from analysis.context import Chart, RunReport
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
 
 CHARTS = [  # key, function, title, alt text
+    ("summary", charts.summary, "Every cell's speedup", "speedup with 95% interval of every cell, by phase and mode"),
     ("heatmap", charts.heatmap, "Speedup by model and mode", "heatmap of geometric-mean speedup, model by mode"),
     ("batch_sweep", charts.batch_sweep, "Speedup against batch size", "speedup with 95% CI against batch size"),
     ("compile_times", charts.compile_times, "Compile time, cold and warm cache", "first compiled call per cell"),
@@ -56,6 +58,45 @@ def draw_charts(report: RunReport, out_dir: Path) -> None:
             report.charts[key] = Chart(key, title, f"assets/{key}.png", alt)
 
 
+SCRIPT = (TEMPLATE_DIR / "sort.js").read_text()
+# the one script a report may run: allowed by its hash in the page's Content-Security-Policy, so
+# any other script (injected text, were it ever not escaped) is refused by the browser
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+COLLAPSED = ("Memory", "Compile time and amortization", "Where compile time goes", "Recompiles across batch sizes",
+             "Graph breaks, recompiles and CUDA-graph skips", "Hardware efficiency and energy",
+             "Eager baselines across cells", "Environment", "Every paired cell", "Protocol")
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def structure_html(html: str) -> str:
+    """Navigation for a rendered page (our own template output; data text is escaped, so no `<h2>`
+    comes from data): each `<h2>` gets an anchor, the long evidence sections collapse into
+    `<details>`, every table scrolls inside its own container, and a table of contents replaces
+    `<!--toc-->`."""
+    parts = re.split(r"(?=<h2>)", html)
+    head, sections, toc = parts[0], [], []
+    for part in parts[1:]:
+        m = re.match(r"<h2>(.*?)</h2>", part, re.S)
+        title = m.group(1)
+        anchor = slug(re.sub(r"<[^>]+>", "", title))
+        body = part[m.end():]
+        tail = ""
+        end = body.find("</body>")
+        if end >= 0:
+            body, tail = body[:end], body[end:]
+        toc.append(f'<a href="#{anchor}">{title}</a>')
+        if title in COLLAPSED:
+            sections.append(f'<details id="{anchor}"><summary><h2>{title}</h2></summary>{body}</details>\n{tail}')
+        else:
+            sections.append(f'<h2 id="{anchor}">{title}</h2>{body}{tail}')
+    html = head + "".join(sections)
+    html = html.replace("<!--toc-->", '<nav class="toc">Contents: ' + " · ".join(toc) + "</nav>", 1)
+    return re.sub(r"<table(\b[^>]*)>", r'<div class="scroll"><table\1>', html).replace("</table>", "</table></div>")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write under a private name, then rename: a full disk or a stop never leaves half a report
     in place of a good one, nor a temporary file behind."""
@@ -76,11 +117,27 @@ def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
                  for k, c in report.charts.items()}
     env = _env()
     md = env.get_template("report.md.j2").render(r=report)
-    html = env.get_template("report.html.j2").render(r=report, images=data_uris)
+    html = structure_html(env.get_template("report.html.j2").render(r=report, images=data_uris, script=SCRIPT,
+                                                                    script_hash=SCRIPT_HASH))
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     write_atomic(md_path, md)
     write_atomic(html_path, html)
+    write_atomic(out_dir / "summary.md", env.get_template("summary.md.j2").render(r=report))
+    write_atomic(out_dir / "estimates.json", estimates_json(report))
     return md_path, html_path
+
+
+def estimates_json(report: RunReport) -> str:
+    """The verdict and every cell's estimate, machine-readable (for CI gates): the same numbers
+    the report prints, in one place."""
+    import json
+
+    cells = [{k: (None if isinstance(v, float) and v != v else v) for k, v in c.items()}
+             for c in report.chart_rows.get("estimates", [])]
+    data = {"run_id": report.run_id, "generated_at": report.generated_at, "status": report.status_line,
+            "verdict": report.verdict.sentence, "caveats": report.verdict.caveats,
+            "groups": [row.__dict__ for row in report.verdict.rows], "cells": cells}
+    return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
 
 
 def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
@@ -96,5 +153,6 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
     env = _env()
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     write_atomic(md_path, env.get_template("compare.md.j2").render(r=report))
-    write_atomic(html_path, env.get_template("compare.html.j2").render(r=report, images=images))
+    write_atomic(html_path, structure_html(env.get_template("compare.html.j2").render(
+        r=report, images=images, script=SCRIPT, script_hash=SCRIPT_HASH)))
     return md_path, html_path

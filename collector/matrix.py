@@ -153,11 +153,19 @@ def _as_list(key: str, value, where: str) -> list:
     return value
 
 
+def did_you_mean(value, valid) -> str:
+    """' (did you mean 'reduce-overhead'?)' for a near miss, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(value), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _check_choices(key: str, values: list, valid: tuple, where: str) -> None:
     for v in values:
         if v not in valid:
-            raise MatrixError(f"{where}: unknown {key[:-1] if key.endswith('s') else key} {v!r}; "
-                              f"valid {key}: {', '.join(valid)}")
+            raise MatrixError(f"{where}: unknown {key[:-1] if key.endswith('s') else key} {v!r}"
+                              f"{did_you_mean(v, valid)}; valid {key}: {', '.join(valid)}")
 
 
 def _expand(table: dict, where: str) -> list[Cell]:

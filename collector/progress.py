@@ -83,11 +83,12 @@ class Progress:
 
     def summary(self, skipped_done: int = 0) -> str:
         """The table printed at the end: one line per cell measured in this invocation."""
-        lines = [f"{'cell':<58} {'status':<14} {'eager ms':>9} {'comp. ms':>9} {'speedup':>8}"]
+        width = max([58] + [len(row["cell_id"]) for row in self.rows])  # full cell ids, never cut
+        lines = [f"{'cell':<{width}} {'status':<14} {'eager ms':>9} {'comp. ms':>9} {'speedup':>8}"]
         for row in self.rows:
             e, c = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
             sp = f"{e / c:.2f}x" if e and c else "-"
-            lines.append(f"{row['cell_id'][:58]:<58} {row['status']:<14} "
+            lines.append(f"{row['cell_id']:<{width}} {row['status']:<14} "
                          f"{(f'{e:.3f}' if e else '-'):>9} {(f'{c:.3f}' if c else '-'):>9} {sp:>8}")
         counts: dict[str, int] = {}
         for row in self.rows:

@@ -685,6 +685,10 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
             REPORTED.set()
             raise KeyboardInterrupt("stop requested")
         print(progress.summary(skipped_done=already), file=out, flush=True)
+        if not todo:
+            print(f"nothing to measure: all {already} cells of run {run_id} are saved. To measure them again, "
+                  "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
+                  "again, RETRY=1 (--retry-failed).", file=out, flush=True)
         if budget_hit.is_set():
             print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
                   "run the same command again to resume", file=out, flush=True)

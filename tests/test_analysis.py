@@ -13,6 +13,7 @@ from analysis.load import DataError, discover_runs, load
 from analysis.render import md_cell, render
 from conftest import FIXTURE, ROOT
 
+GOLDEN_HTML = ROOT / "tests" / "golden" / "fixture-small.html"
 GOLDEN = ROOT / "tests" / "golden" / "fixture-small.md"
 NOW = "2026-01-01 00:00 UTC"
 
@@ -80,6 +81,19 @@ def test_markdown_matches_golden(tmp_path):
     assert md.read_text() == GOLDEN.read_text()
 
 
+def test_html_matches_golden(tmp_path):
+    """Snapshot of the whole HTML report, images stripped (so both formats are held to their
+    text). Refresh with UPDATE_GOLDEN=1 after a deliberate change."""
+    loaded, runs = _loaded()
+    _, html = render(build_run_report(loaded, runs[0], reps=300, now=NOW), tmp_path)
+    text = re.sub(r'src="data:image/png;base64,[^"]+"', 'src="data:..."', html.read_text())
+    import os
+
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN_HTML.write_text(text)
+    assert text == GOLDEN_HTML.read_text()
+
+
 def test_html_is_self_contained_and_escapes_hostile_text(fixture_copy, tmp_path):
     cells = fixture_copy / "fixture-small" / "cells"
     path = cells / "gpt__train__amp_bf16__bs8__default__model.parquet"
@@ -90,10 +104,11 @@ def test_html_is_self_contained_and_escapes_hostile_text(fixture_copy, tmp_path)
     loaded, runs = _loaded(fixture_copy)
     md, html = render(build_run_report(loaded, runs[0], reps=100, now=NOW), tmp_path / "out")
     text = html.read_text()
-    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert text.count("<script>") == 1 and "<script>alert" not in text and "&lt;script&gt;" in text
     assert "<img src=x" not in text
-    assert not re.search(r'(src|href)="(?!data:)', text)  # nothing loaded from outside the file
-    assert text.count('src="data:image/png;base64,') == 5  # heatmap, sweep, compile, amortization, efficiency
+    assert not re.search(r'(src|href)="(?!data:|#)', text)  # nothing loaded from outside the file (anchors aside)
+    # summary, heatmap, sweep, compile, amortization, efficiency
+    assert text.count('src="data:image/png;base64,') == 6
     md_text = md.read_text()
     failure = next(line for line in md_text.splitlines() if line.startswith("| &lt;img"))
     assert failure.count(" | ") == 2  # pipes inside the text are escaped: still three cells

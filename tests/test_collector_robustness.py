@@ -230,3 +230,30 @@ def test_main_returns_130_on_keyboard_interrupt(tmp_path, monkeypatch):
     monkeypatch.setattr("collector.__main__.collect", stop)
     monkeypatch.setattr("collector.__main__.probe_env", lambda python, device: dict(ENV, gpu_name=None))
     assert collector_main(["--preset", "smoke", "--out", str(tmp_path), "--run-id", "r"]) == 130
+
+
+# --- what a user sees --------------------------------------------------------------------------
+
+def test_near_miss_names_get_a_did_you_mean():
+    with pytest.raises(mx.MatrixError, match=r"unknown mode 'reduce-overheed' \(did you mean 'reduce-overhead'\?\)"):
+        mx.build_matrix("smoke", {"modes": ["reduce-overheed"]})
+    with pytest.raises(mx.MatrixError, match=r"unknown model 'resnet' \(did you mean 'resnet50'\?\)"):
+        mx.build_matrix("smoke", {"models": ["resnet"]})
+
+
+def test_an_unknown_make_variable_is_an_error_not_ignored():
+    done = subprocess.run(["make", "-n", "collect", "MODEL=mlp"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and "unknown variable(s) MODEL" in done.stderr
+    ok = subprocess.run(["make", "-n", "report", "RUN=x", "STRICT=1"], cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_finished_run_says_how_to_measure_again_and_the_summary_keeps_full_ids(tmp_path):
+    m = mx.build_matrix("smoke", {"models": ["gpt:layers=1,seq_len=64,vocab=4096"], "processes": 1})
+    out = io.StringIO()
+    collect(m, ENV, tmp_path, "r", OkLauncher(), out=out)
+    assert all(c.cell_id in out.getvalue() for c in m.cells) and max(len(c.cell_id) for c in m.cells) > 58
+    again = io.StringIO()
+    collect(m, ENV, tmp_path, "r", OkLauncher(), out=again)
+    assert "nothing to measure" in again.getvalue() and "RUN=<new id>" in again.getvalue()
+    assert "RETRY=1" in again.getvalue()

@@ -26,7 +26,11 @@ def names() -> tuple[str, ...]:
 def spec(name: str) -> ModelSpec:
     """The ModelSpec of a built-in model; raises UnknownModel listing the valid names."""
     if name not in _MODULES:
-        raise UnknownModel(f"unknown model {name!r}; valid models: {', '.join(_MODULES)}")
+        import difflib
+
+        close = difflib.get_close_matches(name, _MODULES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownModel(f"unknown model {name!r}{hint}; valid models: {', '.join(_MODULES)}")
     return importlib.import_module(f"collector.models.{name}").SPEC
 
 

@@ -1,0 +1,160 @@
+"""The answer first: a run's verdict, written from the data, for the top of its report.
+
+Per phase and mode (whole-step compiles apart from model compiles), over the ok cells: the
+geometric-mean speedup with its 95% interval, how many cells are faster, slower or not clearly
+different, and after how many steps compiling pays off. Then the caveats that decide whether to
+trust it. Every aggregate says what it pools (dtypes, batch sizes, models).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from analysis import stats
+
+PHASE = {"infer": "inference", "train": "training"}
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    phase: str
+    mode: str
+    cells: int
+    speedup: str  # "1.55x faster", "8% slower", "no meaningful difference"
+    interval: str  # "1.51x-1.58x"
+    counts: str  # "12 faster, 1 slower"
+    pays_off: str  # "after ~310 steps (median of 13 cells, cold compile)"
+    pools: str  # "models: mlp, resnet50; dtypes: amp_bf16; batch 1-128"
+    css: str  # faster / slower / unclear
+
+
+@dataclass
+class Verdict:
+    rows: list[VerdictRow] = field(default_factory=list)
+    sentence: str = ""  # one line over everything: where compiling pays, where it does not
+    caveats: list[str] = field(default_factory=list)
+    chart_rows: list[dict] = field(default_factory=list)  # every ok cell: group, speedup, interval, verdict
+
+
+def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str, str]:
+    if lo > 1 and g >= 1 + min_effect:
+        return f"{g:.2f}x faster", "faster"
+    if hi < 1 and g <= 1 - min_effect:
+        return f"{(1 - g) * 100:.0f}% slower ({g:.2f}x)", "slower"
+    return f"no meaningful difference ({g:.2f}x)", "unclear"
+
+
+def _span(values) -> str:
+    values = sorted(set(values))
+    if not values:
+        return "-"
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+
+def _group_label(r: dict) -> tuple[str, str]:
+    mode = r.get("mode") or "?"
+    if r.get("compile_scope") == "step":
+        mode += " [whole step]"
+    return r.get("phase") or "?", mode
+
+
+def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list, noise: float,
+          min_effect: float, notes: list[str], skipped: int = 0) -> Verdict:
+    """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
+    batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
+    cell's bootstrap/t replicates of its speedup; `breakeven`: cell_id -> cold break-even steps."""
+    v = Verdict()
+    ok = [r for r in speed if r.get("status") == "ok" and not stats.missing(r.get("speedup"))]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in ok:
+        groups.setdefault(_group_label(r), []).append(r)
+        v.chart_rows.append({"group": f"{PHASE.get(r['phase'], r['phase'])}\n{_group_label(r)[1]}".replace(
+                                 "-no-cudagraphs", "\n-no-cg").replace(" dynamic", "\ndynamic").replace(" [", "\n["),
+                             "speedup": r["speedup"], "lo": r.get("speedup_lo"), "hi": r.get("speedup_hi"),
+                             "verdict": r.get("verdict")})
+    order = sorted(groups, key=lambda k: (k[0] != "infer", k[1]))
+    judged = []  # (label, geomean, css)
+    for key in order:
+        rows = groups[key]
+        reps = [reps_by_cell[r["cell_id"]] for r in rows if r["cell_id"] in reps_by_cell]
+        g = float(statistics.geometric_mean([r["speedup"] for r in rows]))
+        lo, hi = stats.geomean_interval(reps) if reps else (float("nan"), float("nan"))
+        words, css = _speed_words(g, lo, hi, min_effect)
+        counted = {k: sum(1 for r in rows if r.get("verdict") == k) for k in ("faster", "slower", "no clear difference")}
+        counts = ", ".join(f"{n} {k}" for k, n in counted.items() if n)
+        steps = [breakeven[r["cell_id"]] for r in rows
+                 if r.get("verdict") == "faster" and not stats.missing(breakeven.get(r["cell_id"]))]
+        pays = f"~{statistics.median(steps):,.0f} steps ({len(steps)} cell(s))" if steps else "-"
+        pools = (f"{len({r['model'] for r in rows})} model(s); dtypes {', '.join(sorted({r['dtype'] for r in rows}))}; "
+                 f"batch {_span(int(r['batch_size']) for r in rows)}")
+        v.rows.append(VerdictRow(PHASE.get(key[0], key[0]), key[1], len(rows), words,
+                                 "-" if stats.missing(lo) else f"{lo:.2f}x-{hi:.2f}x", counts, pays, pools, css))
+        judged.append((f"{PHASE.get(key[0], key[0])} {key[1]}", g, css))
+    slower_cells = sorted((r for r in ok if r.get("verdict") == "slower"), key=lambda r: r["speedup"])
+    parts = []
+    wins = [j for j in judged if j[2] == "faster"]
+    losses = [j for j in judged if j[2] == "slower"]
+    if wins:
+        best, worst = max(wins, key=lambda j: j[1]), min(wins, key=lambda j: j[1])
+        span = (f" (from {worst[1]:.2f}x, {worst[0]}, to {best[1]:.2f}x, {best[0]})" if len(wins) > 1
+                else f" ({best[1]:.2f}x, {best[0]})")
+        parts.append(f"Compiling is faster in {len(wins)} of {len(judged)} phase/mode groups{span}")
+    if losses:
+        parts.append("slower in " + ", ".join(f"{j[0]} ({j[1]:.2f}x)" for j in losses))
+    neutral = len(judged) - len(wins) - len(losses)
+    if neutral and parts:
+        parts.append(f"no meaningful difference in {neutral}")
+    elif neutral:
+        parts.append(f"Compiling makes no meaningful difference in {neutral} of {len(judged)} phase/mode groups"
+                     + (f" (a difference must be at least {min_effect * 100:g}% and its interval exclude none)"))
+    if losses and not wins:
+        parts[0] = "Compiling is " + parts[0]
+    if slower_cells:
+        named = ", ".join(f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} "
+                          f"({r['speedup']:.2f}x)" for r in slower_cells[:3])
+        more = f" and {len(slower_cells) - 3} more" if len(slower_cells) > 3 else ""
+        parts.append(f"{len(slower_cells)} cell(s) are slower compiled: {named}{more}")
+    if not ok:
+        parts.append("No cell has a speedup (no ok cell with a compiled side)")
+    v.sentence = ("; ".join(parts) + ".") if parts else ""
+    v.sentence = v.sentence[:1].upper() + v.sentence[1:]
+    v.caveats = _caveats(speed, failures, noise, notes, skipped)
+    return v
+
+
+def _caveats(speed: list[dict], failures: list, noise: float, notes: list[str], skipped: int) -> list[str]:
+    """Short lines, most decisive first; the notes and tables below say more."""
+    out = []
+    n = len(speed)
+    planted = [r for r in speed if not stats.missing(r.get("planted_slowdown_pct")) and r.get("planted_slowdown_pct")]
+    if planted:
+        out.append(f"TEST RUN: {len(planted)} cell(s) have a planted slowdown; not real figures.")
+    if failures:
+        by: dict[str, int] = {}
+        for f in failures:
+            by[f.status] = by.get(f.status, 0) + 1
+        out.append(f"{len(failures)} cell(s) failed ({', '.join(f'{k} {s}' for s, k in sorted(by.items()))}): "
+                   "not in the speedups; see Failures.")
+    single = [r for r in speed if r.get("processes") == 1]
+    if single:
+        out.append(f"{len(single)} of {n} cells were timed in one process: their intervals cover that process's "
+                   "noise only.")
+    disagree = [r for r in speed if not stats.missing(r.get("process_spread")) and r["process_spread"] > stats.DISAGREE]
+    if disagree:
+        out.append(f"{len(disagree)} of {n} cells have processes that disagree by over {stats.DISAGREE * 100:.0f}%: "
+                   "trust their intervals, not their points.")
+    host = [r for r in speed if r.get("eager_launch_bound") or r.get("compiled_launch_bound")]
+    if host:
+        out.append(f"{len(host)} of {n} cells are launch-bound on a side: the host CPU sets their pace, so they "
+                   "vary between machines.")
+    noisy = [r for r in speed if stats.is_noisy(r.get("eager_iqr_rel"), r.get("compiled_iqr_rel"), threshold=noise)]
+    if noisy:
+        out.append(f"{len(noisy)} of {n} cells are noisy (a side's IQR above {noise * 100:.0f}% of its median).")
+    concurrent = [r for r in speed if (r.get("concurrent_cells") or 1) > 1]
+    if concurrent:
+        out.append(f"{len(concurrent)} of {n} cells ran beside another cell (one per GPU, CPU cores split).")
+    if any("different machines" in x or "machines or boots" in x for x in notes):
+        out.append("Collected on more than one machine: compare cells of one machine where it matters.")
+    if skipped:
+        out.append(f"{skipped} input file(s) were skipped (listed below).")
+    return out

@@ -1,0 +1,45 @@
+"""The verdict at the top of a run's report, on synthetic cells with known speedups."""
+import numpy as np
+
+from analysis import verdict
+from analysis.context import FailureRow
+
+
+def _cell(i, speedup, phase="infer", mode="default", verdict_="faster", spread=0.01, **kw):
+    return {"cell_id": f"c{i}", "phase": phase, "mode": mode, "compile_scope": "model", "dtype": "amp_bf16",
+            "model": f"m{i}", "batch_size": 8 * (i + 1), "status": "ok", "speedup": speedup,
+            "speedup_lo": speedup * 0.98, "speedup_hi": speedup * 1.02, "verdict": verdict_, "processes": 3,
+            "process_spread": spread, "eager_iqr_rel": 0.01, "compiled_iqr_rel": 0.01, **kw}
+
+
+def _reps(cells, sd=0.002):
+    rng = np.random.default_rng(0)
+    return {c["cell_id"]: c["speedup"] * np.exp(rng.normal(0, sd, 2000)) for c in cells}
+
+
+def test_a_tiny_difference_is_not_a_verdict_of_faster():
+    cells = [_cell(0, 1.004, verdict_="no clear difference"), _cell(1, 1.003, verdict_="no clear difference")]
+    v = verdict.build(cells, _reps(cells), {}, [], 0.10, 0.02, [])
+    assert v.rows[0].css == "unclear" and v.rows[0].speedup.startswith("no meaningful difference")
+    assert v.sentence.startswith("Compiling makes no meaningful difference in 1 of 1")
+
+
+def test_groups_speedups_payoff_slower_cells_and_what_is_pooled():
+    cells = [_cell(0, 2.0), _cell(1, 1.5), _cell(2, 0.8, phase="train", verdict_="slower"),
+             _cell(3, 0.7, phase="train", verdict_="slower")]
+    v = verdict.build(cells, _reps(cells), {"c0": 100.0, "c1": 300.0}, [], 0.10, 0.02, [])
+    infer, train = v.rows
+    assert infer.speedup == "1.73x faster" and infer.pays_off.startswith("~200 steps (2 cell(s))")
+    assert infer.pools == "2 model(s); dtypes amp_bf16; batch 8-16"
+    assert train.css == "slower" and train.speedup.startswith("25% slower")
+    assert "faster in 1 of 2 phase/mode groups" in v.sentence and "slower in training default (0.75x)" in v.sentence
+    assert "2 cell(s) are slower compiled: m3 train" in v.sentence
+
+
+def test_caveats_name_failures_test_runs_one_process_and_disagreeing_cells():
+    cells = [_cell(0, 2.0, processes=1, spread=None), _cell(1, 1.5, spread=0.2, planted_slowdown_pct=10.0)]
+    failures = [FailureRow("x", "crashed", "boom", "boom")]
+    v = verdict.build(cells, _reps(cells), {}, failures, 0.10, 0.02, [])
+    text = "\n".join(v.caveats)
+    assert "TEST RUN" in v.caveats[0] and "1 cell(s) failed (1 crashed)" in text
+    assert "1 of 2 cells were timed in one process" in text and "1 of 2 cells have processes that disagree" in text
