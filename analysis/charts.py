@@ -75,7 +75,7 @@ def heatmap(rows: list[dict], path: Path) -> Path | None:
         ax.set_xticks(range(len(modes)), [_wrap_mode(m) for m in modes], fontsize=8, rotation=30, ha="right",
                       rotation_mode="anchor")
         ax.set_yticks(range(len(models)), models, fontsize=8)
-        ax.set_title(f"{phase}: speedup over eager (geomean)", fontsize=10)
+        ax.set_title(f"{phase}: speedup over eager (geomean over batch sizes and dtypes)", fontsize=10)
     return _save(fig, path)
 
 
@@ -205,12 +205,13 @@ def efficiency(rows: list[dict], path: Path) -> Path | None:
     for key, style in (("bf16", "--"), ("tf32", "-."), ("fp32", ":")):
         peaks = {r["peak"] for r in rows if r["peak_key"] == key and r["peak"]}
         for p in peaks:
-            ax.axvline(p, color="firebrick", ls=style, lw=1, label=f"measured {key} peak {p:.0f}")
+            ax.axvline(p, color="firebrick", ls=style, lw=1, label=f"measured {key} peak {p:.3g} TFLOP/s")
     ax.set_xscale("log")
     ax.set_yticks(y, [r["label"] for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("achieved TFLOP/s (FLOPs of one eager step / median step time), log scale")
-    ax.legend(fontsize=7, loc="lower left")
+    # beside the plot, never over a point
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, path)
 
 

@@ -244,6 +244,12 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                           "step times differ between machines of one kind, speedups much less."]
     else:
         headline_notes = []
+    builds = [str(r.env.get("torch_version") or "") for r in (a, b)]
+    kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in builds]
+    if kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu"):
+        headline_notes.append(f"Confounder: the builds differ in kind ({builds[0]} against {builds[1]}): a CPU-only "
+                              "build and a CUDA build of torch ship different kernels and libraries even on the "
+                              "CPU; compare builds of the same kind to see what the version changed.")
     empty = Change("-", "-", "-", "-")
     rows, transitions = [], []
     for p in pairs:

@@ -177,15 +177,27 @@ def fmt_pct(v) -> str:
     return "-" if stats.missing(v) else f"{100 * v:.0f}%"
 
 
-def fmt_bytes(v) -> str:
+_UNITS = ("B", "KiB", "MiB", "GiB")
+
+
+def byte_unit(values) -> str:
+    """One unit for a whole column: the one that suits its largest value."""
+    top = max((float(v) for v in values if not stats.missing(v)), default=0.0)
+    unit = "B"
+    for u in _UNITS[1:]:
+        if top < 1024:
+            break
+        top, unit = top / 1024, u
+    return unit
+
+
+def fmt_bytes(v, unit: str | None = None) -> str:
     if stats.missing(v):
         return "-"
     v = float(v)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if v < 1024 or unit == "GiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return "-"
+    unit = unit or byte_unit([v])
+    v /= 1024 ** _UNITS.index(unit)
+    return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
 
 
 def fmt_steps(v, eligible: bool, verdict: str | None = None) -> str:
@@ -314,12 +326,16 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                                     int(h["ok_cells"]), fmt_pct(h["pass_rate"]), fmt_x(h["geomean_speedup"]),
                                     ci, pooled_txt, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
 
-    memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"]),
-                        fmt_bytes(r["compiled_peak_allocated_bytes"]), fmt_x(r["mem_allocated_ratio"]),
-                        fmt_x(r["mem_cold_allocated_ratio"]), fmt_bytes(r["eager_cold_peak_reserved_bytes"]),
-                        fmt_bytes(r["compiled_cold_peak_reserved_bytes"]), fmt_bytes(r["end_peak_reserved_bytes"]),
-                        fmt_x(r["mem_reserved_growth"]))
-              for r in _records(con, "memory", run_id)]
+    mem = _records(con, "memory", run_id)
+    alloc = byte_unit([r[k] for r in mem for k in ("eager_peak_allocated_bytes", "compiled_peak_allocated_bytes")])
+    resv = byte_unit([r[k] for r in mem for k in ("eager_cold_peak_reserved_bytes", "compiled_cold_peak_reserved_bytes",
+                                                   "end_peak_reserved_bytes")])
+    memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"], alloc),
+                        fmt_bytes(r["compiled_peak_allocated_bytes"], alloc), fmt_x(r["mem_allocated_ratio"]),
+                        fmt_x(r["mem_cold_allocated_ratio"]), fmt_bytes(r["eager_cold_peak_reserved_bytes"], resv),
+                        fmt_bytes(r["compiled_cold_peak_reserved_bytes"], resv),
+                        fmt_bytes(r["end_peak_reserved_bytes"], resv), fmt_x(r["mem_reserved_growth"]))
+              for r in mem]
 
     verdicts = dict(con.execute("SELECT cell_id, verdict FROM verdicts WHERE run_id=$run_id",
                                 {"run_id": run_id}).fetchall())
@@ -385,6 +401,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         notes.append(f"{len(single)} of {len(speed)} compiled cells were timed in one process: their intervals cover "
                      "the noise within that process only, and processes of the same cell can land further apart "
                      "(collect with PROCESSES=3 for intervals over processes; docs/measurement.md).")
+    if not memory:
+        notes.append("No device memory figures: peak memory is measured on CUDA devices only.")
     tf32 = run.manifest.get("protocol", {}).get("tf32")
     notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
     proto = run.manifest.get("protocol", {})

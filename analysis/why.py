@@ -157,10 +157,17 @@ class EfficiencyRow:
     telemetry: str
 
 
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
 def _pair(a, b, unit: str, digits: int) -> str:
     if stats.missing(a) and stats.missing(b):
         return "-"
-    f = (lambda v: "-" if stats.missing(v) else f"{v:.{digits}g}")
+    def f(v):  # people's numbers: 1,060, not 1.06e+03
+        if stats.missing(v):
+            return "-"
+        return f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"
     return f"{f(a)} / {f(b)} {unit}"
 
 
@@ -199,7 +206,7 @@ def efficiency_rows(rows: list[dict], peaks: dict, label) -> list[EfficiencyRow]
             label(r), "-" if stats.missing(flops) else f"{flops / 1e9:,.1f}", tf(e_t), tf(c_t),
             _pct(e_t / peak) if peak and not stats.missing(e_t) else "-",
             _pct(c_t / peak) if peak and not stats.missing(c_t) else "-",
-            "-" if stats.missing(e_j) else f"{e_j * 1e3:.3g}", "-" if stats.missing(c_j) else f"{c_j * 1e3:.3g}",
+            "-" if stats.missing(e_j) else _num(e_j * 1e3), "-" if stats.missing(c_j) else _num(c_j * 1e3),
             "-" if stats.missing(e_j) or stats.missing(c_j) or not e_j else f"{c_j / e_j:.2f}x",
             _pair(r.get("eager_energy_per_step_j"), r.get("compiled_energy_per_step_j"), "J", 3),
             _power(r), _telemetry(r)))

@@ -28,6 +28,18 @@ def side_ms(row: dict, col: str) -> float | None:
     return statistics.geometric_mean(meds) if meds else None
 
 
+DISAGREE = 0.05  # as analysis.stats.DISAGREE: processes whose speedups spread more than this disagree
+
+
+def _process_spread(row: dict) -> float:
+    """max / min - 1 of the per-process speedups of an ok cell (0 with fewer than two)."""
+    if row.get("status") != "ok":
+        return 0.0
+    per = [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
+                                 process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+    return max(per) / min(per) - 1 if len(per) > 1 and min(per) > 0 else 0.0
+
+
 def outcome_line(row: dict) -> str:
     """One-line result of a finished cell: status, medians, speedup (and how far the processes'
     speedups spread), compile time."""
@@ -96,4 +108,9 @@ class Progress:
         tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing new"
         lines.append(f"{len(self.rows)} cell(s) measured in {fmt_duration(self.clock() - self.t0)}: {tally}"
                      + (f"; {skipped_done} already done (skipped)" if skipped_done else ""))
+        spread = [row["cell_id"] for row in self.rows if _process_spread(row) > DISAGREE]
+        if spread:
+            lines.append(f"note: {len(spread)} ok cell(s) have processes whose speedups differ by more than "
+                         f"{DISAGREE * 100:.0f}% (e.g. {spread[0]}): their intervals are wide; the report's "
+                         "caveats say which")
         return "\n".join(lines)

@@ -365,3 +365,19 @@ def test_headline_pooled_eager_column_recomputed_from_the_raw_rows(tmp_path):
     row = next(h for h in report.headline if h.mode == "max-autotune-no-cudagraphs")
     assert row.pooled == f"{np.exp(np.mean(np.log(ratios))):.2f}x" == "1.15x"
     assert row.geomean == "1.47x"
+
+
+def test_cpu_report_leaves_out_device_only_sections_and_says_why(tmp_path):
+    loaded, runs = _loaded(ROOT / "data" / "examples" / "repeat-cpu-a")
+    md, _ = render(build_run_report(loaded, runs[0], reps=100, now=NOW), tmp_path)
+    text = md.read_text()
+    assert "## Memory" not in text and "No device memory figures" in text
+    assert "mJ/sample" not in text and "No energy or GPU telemetry" in text
+
+
+def test_one_byte_unit_per_column():
+    from analysis.context import byte_unit, fmt_bytes
+
+    unit = byte_unit([900 * 2**20, 3 * 2**30, None])
+    assert unit == "GiB" and fmt_bytes(900 * 2**20, unit) == "0.9 GiB" and fmt_bytes(None, unit) == "-"
+    assert fmt_bytes(1536) == "1.5 KiB"

@@ -188,6 +188,22 @@ def test_aa_coverage_and_a_machine_confounder_are_stated(tmp_path):
     assert rep.headline[0].startswith("Confounder: A and B were not collected on one machine")
 
 
+def test_builds_of_different_kinds_are_a_confounder_in_the_headline(tmp_path):
+    """A CPU-only build against a CUDA build (both run on the CPU) is not a version comparison."""
+    compare(tmp_path, cells(), cells())
+    for run_id, version in (("A", "2.13.0+cpu"), ("B", "2.14.1+cu130")):
+        manifest = json.loads((tmp_path / run_id / "run.json").read_text())
+        manifest.setdefault("environment", {})["torch_version"] = version
+        (tmp_path / run_id / "run.json").write_text(json.dumps(manifest))
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=300, now="x",
+                               allow_mismatch=True)
+    assert any(h.startswith("Confounder: the builds differ in kind (2.13.0+cpu against 2.14.1+cu130)")
+               for h in rep.headline)
+
+
 def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     """Eager and compiled both 20% slower in B (a slower machine, not a slower compile): the
     headline says eager moved with it instead of "compiled is 20% slower", and no speedup call."""

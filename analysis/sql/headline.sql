@@ -12,4 +12,4 @@ SELECT
 FROM stats LEFT JOIN verdicts USING (run_id, cell_id)
 WHERE run_id = $run_id AND mode <> 'eager'
 GROUP BY ALL
-ORDER BY phase, mode, compile_scope, dtype;
+ORDER BY phase, ok_cells = 0, mode, compile_scope, dtype;  -- groups where nothing ran come last
