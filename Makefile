@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
-  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -42,12 +42,12 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
-  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(if $(RETRY),--retry-failed)
+  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
-.PHONY: help collect report test test-fast bench reliability clean-reports
+.PHONY: help collect merge report test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
   or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes \
   or crashed_cell or stop_after or dry_run
@@ -84,6 +84,10 @@ $(VENV)/.collect-deps: $(VENV)/.report-deps
 
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)
 	$(PY) -m collector $(COLLECT_ARGS)
+
+merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS="<folder> <folder> ..."
+	@test -n "$(RUN)" -a -n "$(SHARDS)" || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }
+	$(PY) -m collector.shard merge --into "$(RUNS)/$(RUN)" $(SHARDS)
 
 report: $(REPORT_DEPS) ## render every run under data/ to reports/<run id>/report.html and report.md
 	$(PY) -m analysis $(REPORT_ARGS)

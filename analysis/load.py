@@ -68,7 +68,8 @@ def sql(name: str) -> str:
 
 
 # manifest keys the reports read, with the type each must have
-_MANIFEST_TYPES = {"environment": dict, "protocol": dict, "sessions": list, "preset": str, "description": str}
+_MANIFEST_TYPES = {"environment": dict, "protocol": dict, "sessions": list, "preset": str, "description": str,
+                   "merged_from": list}
 
 
 def read_manifest(path: Path) -> tuple[dict, list[tuple[str, str]]]:
@@ -242,11 +243,14 @@ def _check_cells(con, runs: list["Run"]) -> list[tuple[str, str]]:
             con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
     for run in runs:
         prefix = str(run.path / "cells") + os.sep
-        others = con.execute("SELECT DISTINCT run_id FROM cells_raw WHERE starts_with(filename, $p) "
-                             "AND run_id IS DISTINCT FROM $id", {"p": prefix, "id": run.run_id}).fetchall()
-        if others:
-            notes.append((str(run.path / "cells"), "rows name run(s) " + ", ".join(repr(o[0]) for o in others) +
-                          f"; counted as run {run.run_id!r}, the folder's name"))
+        merged = run.manifest.get("merged_from") or []  # shards joined by collector.shard: expected ids
+        others = [o for o in con.execute("SELECT DISTINCT run_id FROM cells_raw WHERE starts_with(filename, $p) "
+                                         "AND run_id IS DISTINCT FROM $id", {"p": prefix, "id": run.run_id}).fetchall()
+                  if o[0] not in merged]
+        if others or merged:
+            if others:
+                notes.append((str(run.path / "cells"), "rows name run(s) " + ", ".join(repr(o[0]) for o in others) +
+                              f"; counted as run {run.run_id!r}, the folder's name"))
             con.execute("UPDATE cells_raw SET run_id = $id WHERE starts_with(filename, $p)",
                         {"p": prefix, "id": run.run_id})
     return notes

@@ -13,6 +13,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, lambda signum, frame: _EARLY_STOP.append(signum))
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json
 import math
 import os
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 
 from collector import matrix as mx  # noqa: E402
-from collector import models, schema  # noqa: E402
+from collector import models, schema, shard  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
 from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, RunError, SubprocessLauncher,  # noqa: E402
                               check_run_id, collect, default_run_id, interrupt, plan_workers)
@@ -113,9 +114,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--stop-after", type=_seconds, default=None, dest="stop_after", metavar="SECONDS",
                    help="wall-clock budget: start no new cell after this many seconds (cells in flight "
                         "finish); the same command resumes the rest")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="measure only the K-th of N disjoint slices of the matrix (K from 1 to N), in its own "
+                        "run folder <run id>-shard<K>of<N>; `make merge` joins the shards (collector/shard.py)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
     return p.parse_args(argv)
+
+
+def _sharded(matrix: mx.Matrix, kn):
+    """The matrix, or its K-th of N slices (collector/shard.py)."""
+    if not kn:
+        return matrix
+    cells = shard.select(matrix.cells, *kn)
+    print(f"shard {kn[0]}/{kn[1]}: {len(cells)} of the matrix's {len(matrix.cells)} cells")
+    return dataclasses.replace(matrix, cells=cells)
+
+
+def _shard_run_id(run_id: str | None, kn) -> str | None:
+    return shard.run_id_for(run_id, *kn) if (run_id and kn) else run_id
 
 
 def check_python(python: str) -> None:
@@ -187,26 +204,28 @@ def main(argv: list[str] | None = None) -> int:
         memory_limit_mb()  # a bad setting is an error before anything runs, not a crashed row per cell
         if args.run_id:
             check_run_id(args.run_id)
+        shard_kn = shard.parse(args.shard) if args.shard else None
         preset = args.preset
         if preset != "auto":
-            matrix = mx.build_matrix(preset, overrides)  # bad input fails here, before anything runs
+            matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn)  # bad input fails here
             if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
                 return dry_run(matrix, Path(args.out), args.run_id)
         env = probe_env(args.python, args.device or (matrix.device if preset != "auto" else "auto"))
         if preset == "auto":
             preset = "default" if env["device"] == "cuda" else "smoke"
-            matrix = mx.build_matrix(preset, overrides)
+            matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn)
             print(f"preset auto -> {preset} ({env['device']})")
         if args.dry_run:
-            return dry_run(matrix, Path(args.out), args.run_id or default_run_id(matrix.preset, env))
+            return dry_run(matrix, Path(args.out),
+                           _shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn))
         workers = plan_workers(parse_gpus(args.gpus, env))
-        run_id = args.run_id or default_run_id(matrix.preset, env)
+        run_id = _shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn)
         launcher = SubprocessLauncher(args.python)
         run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
                           retry_failed=args.retry_failed, stop_after_s=args.stop_after)
         print(f"done: {run_dir}  (make report renders it)")
         return 0
-    except (mx.MatrixError, ValueError) as exc:
+    except (mx.MatrixError, shard.ShardError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RunError as exc:
