@@ -155,4 +155,5 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
     write_atomic(md_path, env.get_template("compare.md.j2").render(r=report))
     write_atomic(html_path, structure_html(env.get_template("compare.html.j2").render(
         r=report, images=images, script=SCRIPT, script_hash=SCRIPT_HASH)))
+    write_atomic(out_dir / "summary.md", env.get_template("compare_summary.md.j2").render(r=report))
     return md_path, html_path

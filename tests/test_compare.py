@@ -212,3 +212,15 @@ def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     first = next(h for h in rep.headline if h.startswith("Compiled training (default)"))
     assert "eager moved with it" in first and "is 20" not in first
     assert rep.regressions == [] and rep.improvements == []
+
+
+def test_a_comparison_writes_a_short_pastable_summary(tmp_path):
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    out = tmp_path / "r"
+    assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(out), "--reps", "200",
+                          "--baseline", "smoke-cpu-cuda-torch2.12.1", "--candidate", "smoke-cpu-cuda-torch2.14.1"]) == 0
+    text = (out / "compare-smoke-cpu-cuda-torch2.12.1-vs-smoke-cpu-cuda-torch2.14.1" / "summary.md").read_text()
+    assert len(text.splitlines()) <= 40 and "| infer | default | model | float32 | 2 |" in text
+    assert "Negative step-time changes are faster" in text
