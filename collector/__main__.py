@@ -101,7 +101,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(default 3; the process is the unit of repetition, docs/measurement.md)")
     p.add_argument("--plant-slowdown", type=int, dest="plant_slowdown_pct", metavar="PCT",
                    help="test option: add work worth PCT%% of the compiled step after each compiled step "
-                        "(GPU time on a GPU), to check that a comparison calls a change of known size")
+                        "(a host busy wait, plus the same GPU time on a GPU), to check that a comparison calls a change "
+                        "of known size")
     p.add_argument("--tf32", choices=["0", "1"])
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
