@@ -240,7 +240,7 @@ def summary(rows: list[dict], path: Path) -> Path | None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_xticklabels([_wrap_mode(g) for g in groups], fontsize=8)
     ax.set_ylabel("speedup (eager / compiled)", fontsize=8)
     ax.set_title("every cell: speedup and 95% interval (green faster, red slower, grey no clear difference)",
                  fontsize=9)

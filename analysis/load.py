@@ -9,6 +9,7 @@ run only.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -159,6 +160,7 @@ def _signatures(rows) -> dict[str, dict[str, tuple]]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _reference() -> dict[str, tuple]:
     """The contract's column signatures: those of a zero-row file written with its schema."""
     con = duckdb.connect()

@@ -68,8 +68,7 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in ok:
         groups.setdefault(_group_label(r), []).append(r)
-        v.chart_rows.append({"group": f"{PHASE.get(r['phase'], r['phase'])}\n{_group_label(r)[1]}".replace(
-                                 "-no-cudagraphs", "\n-no-cg").replace(" dynamic", "\ndynamic").replace(" [", "\n["),
+        v.chart_rows.append({"group": f"{PHASE.get(r['phase'], r['phase'])}\n{_group_label(r)[1]}",
                              "speedup": r["speedup"], "lo": r.get("speedup_lo"), "hi": r.get("speedup_hi"),
                              "verdict": r.get("verdict")})
     order = sorted(groups, key=lambda k: (k[0] != "infer", k[1]))

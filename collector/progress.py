@@ -31,12 +31,15 @@ def side_ms(row: dict, col: str) -> float | None:
 DISAGREE = 0.05  # as analysis.stats.DISAGREE: processes whose speedups spread more than this disagree
 
 
+def process_speedups(row: dict) -> list[float]:
+    """Eager / compiled median of each process that timed the cell."""
+    return [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
+                                  process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+
+
 def _process_spread(row: dict) -> float:
     """max / min - 1 of the per-process speedups of an ok cell (0 with fewer than two)."""
-    if row.get("status") != "ok":
-        return 0.0
-    per = [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
-                                 process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+    per = process_speedups(row) if row.get("status") == "ok" else []
     return max(per) / min(per) - 1 if len(per) > 1 and min(per) > 0 else 0.0
 
 
@@ -51,8 +54,7 @@ def outcome_line(row: dict) -> str:
         parts.append(f"compiled {comp:.3f} ms")
     if eager and comp:
         parts.append(f"speedup {eager / comp:.2f}x")
-        per = [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
-                                     process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+        per = process_speedups(row)
         if len(per) > 1:
             parts.append(f"{len(per)} processes {min(per):.2f}-{max(per):.2f}x")
     if row.get("process_errors"):

@@ -154,11 +154,11 @@ class CappedLog:
     def __init__(self, fh, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
         self.fh, self.head, self.tail = fh, head, tail
         self.written, self.dropped, self.buf = 0, 0, bytearray()
+        self.error: OSError | None = None  # the first write that failed (a full disk)
 
     def pump(self, pipe) -> None:
         """Until the pipe ends. A write that fails (a full disk) is kept in `error` and the output
         is still drained, so the cell never blocks on a full pipe."""
-        self.error: OSError | None = None
         while True:
             chunk = pipe.read1(1 << 16) if hasattr(pipe, "read1") else pipe.read(1 << 16)
             if not chunk:
@@ -183,7 +183,7 @@ class CappedLog:
 
     def finish(self) -> None:
         """Write the kept tail; raise the write error the pump met, if any."""
-        if getattr(self, "error", None):
+        if self.error:
             raise self.error
         if self.dropped:
             self.fh.write(f"\n[... {self.dropped} bytes of output left out (the log keeps its first "
@@ -386,15 +386,15 @@ def _sweep_temporaries(run_dir: Path) -> int:
     return n
 
 
-def _set_aside_bad_cells(cells_dir: Path, out) -> set[str]:
+def _set_aside_bad_cells(cells_dir: Path, out) -> dict[str, str | None]:
     """Saved cell files that cannot stand for their cell (zero bytes, truncated, another cell's
     row) are renamed `<name>.parquet.invalid` (kept for inspection, never read) and measured
-    again. Returns the cell ids of the good ones."""
-    good = set()
+    again. Returns the good ones: cell id -> saved status."""
+    good = {}
     for path in sorted(cells_dir.glob("*.parquet")):
-        why = schema.check_cell_file(path)
+        why, status = schema.read_saved(path)
         if why is None:
-            good.add(path.stem)
+            good[path.stem] = status
             continue
         aside = path.with_name(path.name + ".invalid")
         os.replace(path, aside)
@@ -539,7 +539,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 
 
 LARGE_MATRIX = 100  # cells to measure from which the start line is followed by a size estimate
-PROCESS_S = (20, 35)  # a cell process's wall time, measured (docs/measurement.md "What it costs")
+PROCESS_S = (20, 35)  # wall time per process: 3-process cells took 60-108 s on the H200 (docs/measurement.md)
 
 
 def size_note(cells: int, processes: int, workers: int) -> str:
@@ -588,9 +588,8 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
         _sweep_temporaries(run_dir)
         manifest = prepare_run(run_dir, run_id, matrix, env)
         manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-        done = _set_aside_bad_cells(cells_dir, out)
-        if retry_failed:
-            done = {c for c in done if schema.read_status(cells_dir / f"{c}.parquet") not in RETRYABLE}
+        saved = _set_aside_bad_cells(cells_dir, out)
+        done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
         todo = [c for c in matrix.cells if c.cell_id not in done]
         already = len(matrix.cells) - len(todo)
         where = (f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})"

@@ -142,20 +142,25 @@ def write_row(row: dict, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_cell_file(path: Path) -> str | None:
-    """Why a saved cell file cannot stand for its cell (None: it can): unreadable or truncated,
-    not one row, or the row of another cell. Reads the footer and two short columns only."""
+def read_saved(path: Path) -> tuple[str | None, str | None]:
+    """(why the saved cell file cannot stand for its cell or None, its status): unreadable or
+    truncated, not one row, or the row of another cell. Reads the footer and two short columns."""
     path = Path(path)
     try:
         table = pq.read_table(path, columns=["cell_id", "status"])
     except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
-        return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})"
+        return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", None
     if table.num_rows != 1:
-        return f"{table.num_rows} rows, not one"
+        return f"{table.num_rows} rows, not one", None
     cell_id = table.column("cell_id")[0].as_py()
     if cell_id != path.stem:
-        return f"holds cell {cell_id!r}"
-    return None
+        return f"holds cell {cell_id!r}", None
+    return None, table.column("status")[0].as_py()
+
+
+def check_cell_file(path: Path) -> str | None:
+    """Why a saved cell file cannot stand for its cell (None: it can)."""
+    return read_saved(path)[0]
 
 
 def read_status(path: Path) -> str | None:

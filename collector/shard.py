@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from collector import schema
+from collector.runner import _write_json
 
 
 class ShardError(ValueError):
@@ -99,9 +100,7 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
     manifest["merged_from"] = [s.name for s in shards]
     if mixed:
         manifest["mixed"] = mixed
-    tmp = into / ".run.json.merge.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    tmp.replace(into / "run.json")
+    _write_json(into / "run.json", manifest)
     print(f"merged {len(shards)} shard(s) into {into}: {len(plan)} cell file(s) copied, {same} duplicate(s) "
           f"with the same row kept once" + (f"; MIXED: {'; '.join(mixed)}" if mixed else ""), file=out)
     return {"copied": len(plan), "same": same, "mixed": mixed}

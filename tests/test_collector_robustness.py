@@ -108,7 +108,7 @@ def test_a_very_large_matrix_says_what_it_will_take_before_it_starts(tmp_path):
 
 @pytest.mark.parametrize("text,stage", [
     ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory", "timing"),
-    ("RuntimeError: falied to map segment from shared object: Cannot allocate memory", "setup"),
+    ("RuntimeError: failed to map segment from shared object: Cannot allocate memory", "setup"),
     ("RuntimeError: libtorch: failed to map segment from shared object", "setup"),
     ("torch._dynamo.exc.InternalTorchDynamoError: std::bad_alloc", "compile"),
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "eager"),
