@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
-  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -42,7 +42,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
-  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(if $(RETRY),--retry-failed)
+  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
@@ -61,6 +61,8 @@ help: ## list the targets
 	@echo "                   PLANT_SLOWDOWN=<pct> (test option: slow each compiled step by pct%)"
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
+	@echo "                   CELLS=<pattern>[,<pattern>] (only the cells whose id matches, e.g. 'gpt__*__bs128__*')"
+	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
 	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import json
+import logging
 import math
 import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -374,55 +376,65 @@ def _save_portable(torch, path: Path, result: dict) -> None:
         result["portable_cache_bytes"] = len(blob)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every living process below `pid` (from /proc; [] where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def host_hygiene(torch) -> list[str]:
     """Quieten this process's host before the timed blocks; returns what was done (the row's
     `hygiene`). Inductor's compile-worker pool, idle but alive after compiling, slowed a
     launch-bound eager step on the H200 host (median 5.5 ms against 4.1 ms once shut down,
-    docs/measurement.md); the workers are not needed again in this process."""
+    docs/measurement.md); the workers are not needed again in this process.
+
+    Inductor's own shutdown waits for every worker to exit, and right after a compile the workers
+    are often still starting (16 of them importing torch on the H200 host): it took 7-12 s a
+    process there, a third of a warm replicate's wall time. So the workers (every process below
+    this one: nothing else runs under a cell process) are killed first, and the pool is then shut
+    down, which finds them gone and only resets Inductor's state."""
     done = []
+    killed = 0
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
     try:
         from torch._inductor import async_compile
 
         shutdown = getattr(async_compile, "shutdown_compile_workers", None)
         if shutdown is not None:
-            shutdown()
-            done.append("compile-workers-shutdown")
+            logger = logging.getLogger("torch._inductor.compile_worker.subproc_pool")
+            level = logger.level
+            logger.setLevel(logging.ERROR)  # "Ignored OSError in pool shutdown": the workers are gone
+            try:
+                shutdown()
+            finally:
+                logger.setLevel(level)
+            done.append("compile-workers-killed" if killed else "compile-workers-shutdown")
     except Exception as exc:  # private API: a torch without it simply does not get this step
         log(f"could not shut down compile workers: {type(exc).__name__}: {exc}")
     return done
 
 
-def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,
-                   delay_ms: float | None = None):
-    """A test option (protocol plant_slowdown_pct): `step` followed by extra work worth `pct`% of
-    its own median time, measured here over one block of the timed blocks' shape (`spb` samples
-    of `k` steps), unless `delay_ms` is given (a replicate plants the cold process's delay, so
-    every process adds the same absolute time). Returns the wrapped step; `record` gets the delay.
-
-    The work lies on both critical paths: a host busy wait and, on the GPU, the same time of
-    device work (torch.cuda._sleep, calibrated in cycles per ms). A step runs at the pace of the
-    slower of host and device; adding d to both lengthens it by d whichever is the bottleneck.
-    Device time alone is absorbed by a host-bound step (seen on the H200: ResNet-18 training,
-    enqueue time = step time, a planted 10% moved it by 0-2%)."""
-    if delay_ms is None:
-        base_ms = statistics.median(clock.block(step, spb, k).step_ms)
-        delay_ms = base_ms * pct / 100
-        log(f"planted slowdown: +{delay_ms:.4f} ms a step ({pct:g}% of the compiled median {base_ms:.4f} ms)")
-    else:
-        log(f"planted slowdown: +{delay_ms:.4f} ms a step (the cold process's delay)")
-    record["planted_delay_ms"] = delay_ms
-    cycles = 0
-    if cuda:
-        probe = 1_000_000
-        times = []
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.cuda._sleep(probe)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        cycles = max(1, int(probe * delay_ms / statistics.median(times)))
+def _planted(torch, step, delay_ms: float, cycles_per_ms: float):
+    """`step` followed by `delay_ms` of work on both critical paths: the same time of device work
+    (torch.cuda._sleep; cycles_per_ms 0 on the CPU) and a host busy wait."""
+    cycles = max(1, int(cycles_per_ms * delay_ms)) if cycles_per_ms else 0
 
     def planted():
         out = step()
@@ -433,6 +445,70 @@ def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb
             pass
         return out
     return planted
+
+
+def calibrate_plant(median_of, step, wrap, pct: float) -> tuple[float, dict]:
+    """The delay that lengthens `step` by `pct`% of its median, and what the fit saw.
+
+    `median_of(fn)` times one block of `fn` and returns its median step time; `wrap(fn, d)` plants
+    d ms. A first block of the unplanted step is discarded (right after compiling a step runs
+    slower than later: on the CPU the calibration then planted 15-16% instead of 10%); then the
+    base, the step planted with d1 = the target and with d2 = 2 x the target, and the base again.
+    The planted work costs a fixed amount besides its length (a kernel launch and the wait's own
+    clock reads: +0.011 ms a step on the H200, 0.8 points of a 10% plant), so the added time is
+    fitted as c + s x d through the two lengths and the delay solved for the target. A fit that
+    makes no sense (noise larger than the plant: s outside 0.5-2) plants the target as it is."""
+    median_of(step)
+    base = [median_of(step)]
+    target = base[0] * pct / 100
+    m1 = median_of(wrap(step, target))
+    m2 = median_of(wrap(step, 2 * target))
+    base.append(median_of(step))
+    base_ms = statistics.median(base)
+    slope = (m2 - m1) / target if target > 0 else 0.0
+    fixed = (m1 - base_ms) - slope * target
+    fit = {"base_ms": base_ms, "target_ms": target, "slope": slope, "fixed_ms": fixed}
+    if not 0.5 <= slope <= 2.0:
+        fit["fallback"] = "slope outside 0.5-2"
+        return target, fit
+    return max(0.0, (target - fixed) / slope), fit
+
+
+def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,
+                   delay_ms: float | None = None):
+    """A test option (protocol plant_slowdown_pct): `step` followed by extra work that lengthens
+    it by `pct`% of its own median time, calibrated here on blocks of the timed blocks' shape
+    (`spb` samples of `k` steps; calibrate_plant), unless `delay_ms` is given (a replicate plants
+    the cold process's delay, so every process adds the same absolute time). Returns the wrapped
+    step; `record` gets the delay.
+
+    The work lies on both critical paths: a host busy wait and, on the GPU, the same time of
+    device work. A step runs at the pace of the slower of host and device; adding d to both
+    lengthens it by d whichever is the bottleneck. Device time alone is absorbed by a host-bound
+    step (seen on the H200: ResNet-18 training, enqueue time = step time, a planted 10% moved it
+    by 0-2%)."""
+    cycles_per_ms = 0.0
+    if cuda:
+        probe = 1_000_000
+        times = []
+        for _ in range(5):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(probe)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        cycles_per_ms = probe / statistics.median(times)
+    if delay_ms is None:
+        delay_ms, fit = calibrate_plant(lambda fn: statistics.median(clock.block(fn, spb, k).step_ms), step,
+                                        lambda fn, d: _planted(torch, fn, d, cycles_per_ms), pct)
+        log(f"planted slowdown: +{delay_ms:.4f} ms a step for {pct:g}% of the compiled median {fit['base_ms']:.4f} ms "
+            f"(added time = {fit['fixed_ms']:.4f} ms + {fit['slope']:.3f} x delay"
+            f"{'; ' + fit['fallback'] + ': planted the target as it is' if 'fallback' in fit else ''})")
+    else:
+        log(f"planted slowdown: +{delay_ms:.4f} ms a step (the cold process's delay)")
+    record["planted_delay_ms"] = delay_ms
+    return _planted(torch, step, delay_ms, cycles_per_ms)
 
 
 def time_blocks(sides: list, blocks: int, spb: int, k: int, clock, between=lambda: None,
@@ -583,7 +659,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
             log(f"compiled warmed up in {calls} calls")
 
     stage.name = "timing"
+    t_h = time.perf_counter()
     result["hygiene"] = ",".join(host_hygiene(torch) + ["telemetry-between-blocks"])
+    log(f"host hygiene ({result['hygiene']}) in {time.perf_counter() - t_h:.2f} s")
     if job.layout is not None:  # a replicate keeps the cold process's layout
         spb, k = job.layout.steps_per_block, job.layout.steps_per_sample
     else:  # long enough blocks: a block lasts at least min_block_ms (estimated from a short eager block)
@@ -602,7 +680,9 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     if cuda:
         from collector.nvml import NvmlMonitor
 
+        t_n = time.perf_counter()
         monitor = NvmlMonitor.open(str(torch.cuda.get_device_properties(dev).uuid))
+        log(f"NVML {'opened' if monitor else 'not available'} in {time.perf_counter() - t_n:.2f} s")
 
     def on_block(side):
         if cuda:
@@ -613,10 +693,12 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         torch.cuda.reset_peak_memory_stats()
     # telemetry: one NVML reading after each round of blocks, outside the timed region (a sampling
     # thread would compete with a launch-bound step for the host and the GIL)
+    t_t = time.perf_counter()
     samples = time_blocks(sides_list, proto["blocks"], spb, k, clock,
                           between=monitor.sample if monitor else (lambda: None), on_block=on_block)
     windows = ", ".join(f"{side} {rec['secs']:.2f} s" for side, rec in samples.items())
-    log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows})")
+    log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows}; "
+        f"{time.perf_counter() - t_t:.2f} s with the telemetry between rounds)")
     if monitor:
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
@@ -256,3 +256,18 @@ def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix
         raise MatrixError(f"{where}: the matrix is empty (note: {', '.join(INFER_ONLY_MODES)} "
                           "makes inference cells only)")
     return Matrix(name, str(raw.get("description", "")), device, Protocol(**proto), unique)
+
+
+def select_cells(matrix: Matrix, patterns: list[str]) -> Matrix:
+    """The matrix narrowed to the cells whose id matches any of the shell-style `patterns`
+    (e.g. `gpt__infer__*__bs128__*`); a pattern that matches nothing is an error naming the ids."""
+    import fnmatch
+
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(c.cell_id, p) for c in matrix.cells)]
+    if unmatched:
+        ids = [c.cell_id for c in matrix.cells]
+        shown = ", ".join(ids[:12]) + (f", ... ({len(ids)} in all)" if len(ids) > 12 else "")
+        raise MatrixError(f"--cells: no cell of matrix '{matrix.preset}' matches {', '.join(unmatched)}; "
+                          f"its cells: {shown} (--dry-run lists them)")
+    cells = tuple(c for c in matrix.cells if any(fnmatch.fnmatchcase(c.cell_id, p) for p in patterns))
+    return replace(matrix, cells=cells)

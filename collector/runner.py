@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Protocol as TypingProtocol
 
-from collector import modes, schema
+from collector import modes, schema, zygote
 from collector.cell import PARTIAL_NAME, last_logged_step, looks_like_oom
 from collector.compact import compact_run
 from collector.job import Job, Layout
@@ -47,6 +48,7 @@ INTERRUPTED = threading.Event()
 
 
 REPORTED = threading.Event()  # the stop's message (what is saved, how to resume) has been printed
+ZYGOTE_START_S = 600  # the fork parent's imports and CUDA probe (a cold disk cache can be slow)
 RUNNING: set = set()  # launchers with a cell process in flight (the stop handler kills them)
 
 
@@ -220,32 +222,51 @@ class SubprocessLauncher:
         self.python, self.worker = python, worker
         self.current: subprocess.Popen | None = None
 
+    name = "exec"
+    module = "collector.cell"  # what each process runs (its main(argv)); tests point it elsewhere
+
     def for_worker(self, worker: Worker) -> "SubprocessLauncher":
-        return SubprocessLauncher(self.python, worker)
+        return type(self)(self.python, worker)
 
     def _preexec(self) -> None:
         _die_with_parent()
         if self.worker.cpus:
             os.sched_setaffinity(0, self.worker.cpus)
 
+    def _base_env(self) -> dict:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        if self.worker.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
+        return env
+
+    def _tag(self) -> str:
+        """What the log's process header says about how the process was started."""
+        return ""
+
+    def _start(self, args: list[str], env: dict, logs_dir: Path):
+        """Start `python -m collector.cell ARGS` in a new session; the handle has pid, stdout (the
+        merged output, a pipe), wait(timeout) and returncode, like subprocess.Popen."""
+        return subprocess.Popen([self.python, "-m", self.module, *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=PROJECT_ROOT, env=env, start_new_session=True, preexec_fn=self._preexec)
+
+    def close(self) -> None:
+        """Release what the launcher holds between cells (nothing for exec)."""
+
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
         with tempfile.TemporaryDirectory(prefix="tcb-cell-") as tmp:
             spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
             spec_path.write_text(json.dumps(spec))
-            env = dict(os.environ, PYTHONUNBUFFERED="1",
-                       TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
-                       TRITON_CACHE_DIR=str(cache_dir / "triton"))
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-            if self.worker.gpu is not None:
-                env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
+            env = self._base_env()
+            env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"), TRITON_CACHE_DIR=str(cache_dir / "triton"))
             with open(log_path, "ab") as log:
                 kind = spec.get("kind", "cold") + (f" {spec['replicate']}" if spec.get("replicate") else "")
-                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} {kind} ===\n".encode())
+                begun = dt.datetime.now().isoformat(timespec='seconds')
+                # started first, so the header says how (the output waits in the pipe meanwhile)
+                proc = self._start([str(spec_path), str(out_path)], env, log_path.parent)
+                log.write(f"\n=== {begun} {kind}{self._tag()} ===\n".encode())
                 log.flush()
-                proc = subprocess.Popen([self.python, "-m", "collector.cell", str(spec_path), str(out_path)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=PROJECT_ROOT, env=env, start_new_session=True,
-                                        preexec_fn=self._preexec)
                 self.current = proc
                 RUNNING.add(self)
                 if INTERRUPTED.is_set():  # a stop that came while the process was being started
@@ -294,6 +315,153 @@ class SubprocessLauncher:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=10)
+
+
+class _Forked:
+    """The handle of a cell process forked by the zygote (collector/zygote.py), shaped like the
+    part of subprocess.Popen the launcher uses: pid, stdout, wait(timeout), returncode."""
+
+    def __init__(self, pid: int, stdout, channel: socket.socket):
+        self.pid, self.stdout, self.channel, self.returncode = pid, stdout, channel, None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        self.channel.settimeout(timeout)
+        try:
+            data = self.channel.recv(1 << 16)
+        except socket.timeout:
+            raise subprocess.TimeoutExpired("collector.cell (forked)", timeout) from None
+        finally:
+            with contextlib.suppress(OSError):
+                self.channel.settimeout(None)
+        if not data:  # the parent died (its children die with it)
+            self.returncode = -signal.SIGKILL
+        else:
+            self.returncode = os.waitstatus_to_exitcode(json.loads(data)["status"])
+        return self.returncode
+
+
+class ForkLauncher(SubprocessLauncher):
+    """Forks each cell process from a parent that has imported torch, Dynamo and Inductor once
+    (collector/zygote.py): a process no longer pays ~8-10 s of imports. Falls back to exec, for
+    the rest of the run, when the parent cannot start, when CUDA does not start in a forked
+    child, or when a forked process wrote into the parent's own (sentinel) compile cache."""
+
+    name = "fork"
+
+    def __init__(self, python: str = sys.executable, worker: Worker = Worker(), device: str = "cpu",
+                 preload: str | None = None):
+        super().__init__(python, worker)
+        self.device, self.preload = device, preload
+        self.parent: subprocess.Popen | None = None
+        self.channel: socket.socket | None = None
+        self.sentinel: Path | None = None
+        self.fallback: str | None = None  # why this launcher execs instead
+        self.import_s: float | None = None
+        self.forked = self.execed = 0
+
+    def for_worker(self, worker: Worker) -> "ForkLauncher":
+        return ForkLauncher(self.python, worker, self.device, self.preload)
+
+    def _tag(self) -> str:
+        return " (forked)" if self.fallback is None else ""
+
+    def describe(self) -> dict:
+        return {"launcher": self.name, "forked_processes": self.forked, "execed_processes": self.execed,
+                "parent_import_s": self.import_s, "fallback": self.fallback}
+
+    def _start_parent(self, logs_dir: Path) -> None:
+        self.sentinel = Path(tempfile.mkdtemp(prefix="tcb-zygote-cache-"))
+        env = self._base_env()
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(self.sentinel / "inductor"),
+                   TRITON_CACHE_DIR=str(self.sentinel / "triton"))
+        if self.device == "cuda":
+            env[zygote.CUDA_ENV] = "1"
+        if self.preload is not None:
+            env[zygote.PRELOAD_ENV] = self.preload
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with open(logs_dir / "launcher.log", "ab") as log:
+                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} fork parent ===\n".encode())
+                log.flush()
+                self.parent = subprocess.Popen(
+                    [self.python, "-m", "collector.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env=env, start_new_session=True,
+                    preexec_fn=self._preexec, pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        self.channel = mine
+        mine.settimeout(ZYGOTE_START_S)
+        try:
+            data = mine.recv(1 << 16)
+            hello = json.loads(data) if data else {"ready": False, "why": "the parent exited while importing"}
+        except (socket.timeout, ValueError) as exc:
+            hello = {"ready": False, "why": f"no answer from the parent ({type(exc).__name__})"}
+        mine.settimeout(None)
+        if not hello.get("ready"):
+            self._give_up(f"fork parent not used: {hello.get('why')}; see {logs_dir / 'launcher.log'}")
+        else:
+            self.import_s = hello.get("import_s")
+
+    def _give_up(self, why: str) -> None:
+        self.fallback = why
+        print(f"note: {why}; cell processes are started with exec instead", file=sys.stderr, flush=True)
+        self.close()
+
+    def _start(self, args: list[str], env: dict, logs_dir: Path):
+        if self.fallback is None and self.parent is None:
+            self._start_parent(logs_dir)
+        if self.fallback is not None:
+            self.execed += 1
+            return super()._start(args, env, logs_dir)
+        r, w = os.pipe()
+        try:
+            socket.send_fds(self.channel, [json.dumps({"module": self.module, "args": args,
+                                                       "env": env}).encode()], [w])
+            data = self.channel.recv(1 << 16)
+        except OSError as exc:
+            data = json.dumps({"refused": f"the fork parent is gone ({exc.strerror or exc})"}).encode()
+        finally:
+            os.close(w)
+        answer = json.loads(data) if data else {"refused": "the fork parent exited"}
+        if "pid" not in answer:
+            os.close(r)
+            self._give_up(f"fork parent refused a process: {answer.get('refused')}")
+            self.execed += 1
+            return super()._start(args, env, logs_dir)
+        self.forked += 1
+        return _Forked(answer["pid"], os.fdopen(r, "rb"), self.channel)
+
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
+        forked = self.fallback is None
+        result = super().run(spec, cache_dir, log_path, timeout_s)
+        if forked and self.fallback is None and self._sentinel_written():
+            self._give_up(f"a forked process wrote into the fork parent's own compile cache ({self.sentinel}); "
+                          "its result is discarded and measured again")
+            if spec.get("kind", "cold") == "cold":  # its caches may be incomplete: start cold again
+                for sub in ("inductor", "triton"):
+                    shutil.rmtree(cache_dir / sub, ignore_errors=True)
+            return super().run(spec, cache_dir, log_path, timeout_s)
+        return result
+
+    def _sentinel_written(self) -> bool:
+        """A file in the parent's own cache folders (its imports create the empty folders)."""
+        return self.sentinel is not None and any(p.is_file() for p in self.sentinel.rglob("*"))
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.parent is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.parent.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.parent.wait(timeout=10)
+            self.parent = None
+        if self.sentinel is not None:
+            shutil.rmtree(self.sentinel, ignore_errors=True)
+            self.sentinel = None
 
 
 def default_run_id(preset: str, env: dict) -> str:
@@ -667,6 +835,11 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                 REPORTED.set()
             raise
         finally:  # a stop signal only sets a flag: these writes always finish
+            described = [d for d in (getattr(lnch, "describe", lambda: None)() for lnch in launchers) if d]
+            if described:
+                manifest["sessions"][-1]["launchers"] = described
+            for lnch in launchers:
+                getattr(lnch, "close", lambda: None)()
             try:
                 compact_run(run_dir)
             except Exception as exc:  # an optimisation only: the cell files are complete without it

@@ -1,6 +1,7 @@
 """The child side on the CPU, in-process: models, correctness check, failure classification."""
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -335,3 +336,58 @@ def test_planted_slowdown_adds_the_asked_share_of_the_step():
     again = cell.plant_slowdown(torch, False, step, 25, CpuClock(), rec2, delay_ms=1.0)
     assert rec2["planted_delay_ms"] == 1.0
     assert sorted(CpuClock().block(again, 15).step_ms)[7] / base == pytest.approx(1.5, abs=0.1)
+
+
+def test_plant_calibration_subtracts_the_plants_fixed_cost_and_skips_the_first_block():
+    """calibrate_plant with a modelled step: 4.0 ms (6.8 ms in the first block after compiling, as
+    on the CPU), a plant that costs 0.05 ms + 1.1 x its delay. The solved delay makes the added
+    time exactly 10% of 4.0 ms; calibrating on the first block, or ignoring the fixed cost, would
+    not."""
+    seen = []
+
+    def median_of(fn):
+        seen.append(fn)
+        if fn == "step":
+            return 6.8 if seen.count("step") == 1 else 4.0
+        return 4.0 + 0.05 + 1.1 * fn[1]
+
+    delay, fit = cell.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
+    assert fit["base_ms"] == 4.0 and fit["slope"] == pytest.approx(1.1) and fit["fixed_ms"] == pytest.approx(0.05)
+    assert 0.05 + 1.1 * delay == pytest.approx(0.4)  # the plant adds 10% of the settled step
+    assert [x for x in seen if x != "step"] == [("step", 0.4), ("step", 0.8)]  # two lengths
+
+
+def test_plant_calibration_that_noise_defeats_plants_the_target_as_it_is():
+    times = iter([5.0, 4.0, 4.0, 4.9, 4.0])  # first, base, d1 adds nothing, d2 adds 0.9 (slope 2.25), base
+
+    delay, fit = cell.calibrate_plant(lambda fn: next(times), "step", lambda fn, d: (fn, d), 10)
+    assert delay == pytest.approx(0.4) and "fallback" in fit
+
+
+def test_host_hygiene_kills_the_compile_workers_instead_of_waiting_for_them(tmp_path):
+    """Inductor's pool shutdown waits for its workers (7-12 s a process on the H200 host, where
+    they were still starting); the hygiene kills them first. Run in a fresh process: a real pool
+    is started, the hygiene leaves no process below the cell's, and compiling still works."""
+    import subprocess
+    import sys
+
+    code = """
+import os, time, torch
+import torch._inductor.config as config
+from torch._inductor.async_compile import AsyncCompile
+from collector import cell
+config.compile_threads = 2
+AsyncCompile.warm_pool()
+deadline = time.time() + 30
+while not cell._descendants(os.getpid()) and time.time() < deadline:
+    time.sleep(0.1)
+before = cell._descendants(os.getpid())
+done = cell.host_hygiene(torch)
+print(len(before), done, cell._descendants(os.getpid()), torch.compile(lambda x: x.sin() + 1)(torch.ones(3)).tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(cell.__file__).resolve().parent.parent)
+    last = out.stdout.strip().splitlines()[-1]
+    n, rest = last.split(" ", 1)
+    assert int(n) >= 1, out.stderr[-2000:]
+    assert rest.startswith("['compile-workers-killed'] [] [1.84"), last

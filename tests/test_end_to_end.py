@@ -28,7 +28,8 @@ def test_collect_then_report_on_cpu(tmp_path):
         # the cold process and two replicates on its warm cache, each 4 blocks with one layout
         assert r["processes"] == 3 and len(r["process_wall_s"]) == 3 and r["process_errors"] is None
         assert len(r["eager_step_ms"]) == len(r["compiled_step_ms"]) == 3 * 4 * r["steps_per_block"]
-        assert r["hygiene"] == "compile-workers-shutdown,telemetry-between-blocks"
+        assert r["hygiene"] in ("compile-workers-shutdown,telemetry-between-blocks",
+                                "compile-workers-killed,telemetry-between-blocks")
         assert r["first_call_compiled_s"] > r["warm_first_call_compiled_s"] > 0  # the cache was warm
         assert r["compile_dynamo_s"] > 0 and r["graph_count"] == 1
         assert r["accuracy_ok"] and r["accuracy_reference"] == "float64"

@@ -61,7 +61,7 @@ def test_malformed_and_unknown_presets(tmp_path):
     bad.write_text("models = [mlp\n")
     with pytest.raises(mx.MatrixError, match="malformed TOML"):
         mx.build_matrix(str(bad))
-    with pytest.raises(mx.MatrixError, match="valid presets: default, quick, repeat, shapes, smoke"):
+    with pytest.raises(mx.MatrixError, match="valid presets: aa, default, quick, repeat, shapes, smoke"):
         mx.build_matrix("huge")
     unknown = tmp_path / "u.toml"
     unknown.write_text('models=["mlp"]\nphases=["infer"]\nmodes=["default"]\ndtypes=["float32"]\n'
@@ -138,3 +138,13 @@ def test_modes_come_from_their_registry_one_file_each():
     m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["aot-inductor", "eager"], "dynamic": ["true"]})
     assert {(c.phase, c.mode, c.dynamic) for c in m.cells} == {("infer", "aot-inductor", "auto"),
                                                                 ("infer", "eager", "auto"), ("train", "eager", "auto")}
+
+
+def test_cells_narrows_the_matrix_by_id_pattern_and_names_a_pattern_that_matches_nothing():
+    m = mx.build_matrix("aa", {})
+    got = mx.select_cells(m, ["gpt__infer__amp_bf16__bs128__*", "*float32*"])
+    assert [c.cell_id for c in got.cells] == [c.cell_id for c in m.cells
+                                              if "bs128" in c.cell_id and "gpt" in c.cell_id or "float32" in c.cell_id]
+    assert len(got.cells) == 5 and got.protocol == m.protocol
+    with pytest.raises(mx.MatrixError, match=r"matches nope\*; its cells: mlp__infer"):
+        mx.select_cells(m, ["gpt*", "nope*"])
