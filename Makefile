@@ -7,7 +7,8 @@ SHELL := /bin/bash
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
-  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
+  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -42,12 +43,14 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
-  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) $(if $(RETRY),--retry-failed)
+  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
+  $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
+  $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
-.PHONY: help collect merge report test test-fast bench reliability clean-reports
+.PHONY: help collect collect-status collect-cancel merge report test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
   or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes \
   or crashed_cell or stop_after or dry_run
@@ -62,6 +65,9 @@ help: ## list the targets
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
 	@echo "                   CELLS=<pattern>[,<pattern>] (only the cells whose id matches, e.g. 'gpt__*__bs128__*')"
+	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
+	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
+	@echo "  make collect-status RUN=<id> [RESUBMIT=1]   a SLURM run's progress; RESUBMIT=1 queues lost cells again"
 	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
@@ -79,13 +85,21 @@ $(VENV)/.report-deps: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.collect-deps: $(VENV)/.report-deps
-	@$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12" || { \
+	@$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12" "submitit>=1.5" || { \
 	  echo "error: pip cannot install torch==$(TORCH) here; what pip offers:"; \
 	  $(VENV)/bin/pip index versions torch 2>/dev/null | grep -v WARNING | head -3; exit 2; }
 	touch $@
 
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)
 	$(PY) -m collector $(COLLECT_ARGS)
+
+collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1]
+	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1]'; exit 2; }
+	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit)
+
+collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
+	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }
+	$(PY) -m collector.slurm cancel "$(RUNS)/$(RUN)"
 
 merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS="<folder> <folder> ..."
 	@test -n "$(RUN)" -a -n "$(SHARDS)" || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }

@@ -14,16 +14,14 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
-import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from collector import matrix as mx  # noqa: E402
-from collector import models, schema, shard  # noqa: E402
+from collector import envinfo, models, schema, shard  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
 from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, ForkLauncher, RunError, SubprocessLauncher,  # noqa: E402
                               check_run_id, collect, default_run_id, interrupt, plan_workers)
@@ -121,6 +119,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cells", type=_csv(str), default=None, metavar="PATTERN[,PATTERN]",
                    help="only the matrix's cells whose id matches one of these shell patterns "
                         "(e.g. 'gpt__infer__*__bs128__*'; --dry-run lists the ids)")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="local: measure here (default); slurm: submit one SLURM array task per cell "
+                        "through submitit and return (progress: python -m collector.slurm status RUN_DIR)")
+    p.add_argument("--slurm-partition", dest="slurm_partition")
+    p.add_argument("--slurm-account", dest="slurm_account")
+    p.add_argument("--slurm-constraint", dest="slurm_constraint", help="e.g. the GPU model's feature name")
+    p.add_argument("--slurm-time", dest="slurm_time", type=int, default=60, metavar="MINUTES",
+                   help="time limit of each cell's task (default 60)")
+    p.add_argument("--slurm-parallelism", dest="slurm_parallelism", type=int, default=16,
+                   help="array tasks running at once (default 16)")
+    p.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
+                   help="slurm: let nodes whose torch or GPU differs from the run's write their rows")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--launcher", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec",
                    help="how each cell process starts: fork it from a parent that has imported torch, Dynamo "
@@ -154,11 +164,39 @@ def check_python(python: str) -> None:
 
 def probe_env(python: str, device: str) -> dict:
     check_python(python)
-    proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RunError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
-    return json.loads(proc.stdout)
+    try:
+        return envinfo.probe_in(python, device)
+    except RuntimeError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _submit_env(python: str, device: str) -> dict:
+    """The run's environment as the submitting host sees it. A login node without the matrix's
+    GPU probes its CPU for torch's version; the GPU model is then fixed by the first node that
+    runs a cell (collector/slurm.py: first_node_environment)."""
+    try:
+        return probe_env(python, device)
+    except RunError:
+        if device != "cuda":
+            raise
+        env = probe_env(python, "cpu")
+        env.update(device="cuda", device_name=None, gpu_name="gpu")
+        return env
+
+
+def _submit_slurm(args, matrix) -> int:
+    from collector import slurm
+
+    env = _submit_env(args.python, args.device or matrix.device)
+    settings = slurm.SlurmSettings(partition=args.slurm_partition, account=args.slurm_account,
+                                   constraint=args.slurm_constraint, time_min=args.slurm_time,
+                                   array_parallelism=args.slurm_parallelism,
+                                   gpus_per_task=1 if env["device"] == "cuda" else 0)
+    run_id = args.run_id or default_run_id(matrix.preset, env)
+    slurm.submit_run(matrix, env, Path(args.out), run_id, slurm.SubmititExecutor(settings),
+                     allow_mixed=args.allow_mixed, resubmit_failed=args.retry_failed, python=args.python,
+                     settings=settings)
+    return 0
 
 
 def parse_gpus(text: str, env: dict) -> list[int] | None:
@@ -219,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn, args.cells)  # bad input fails here
             if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
                 return dry_run(matrix, Path(args.out), args.run_id)
+            if args.executor == "slurm":
+                return _submit_slurm(args, matrix)
+        elif args.executor == "slurm":
+            raise ValueError("EXECUTOR=slurm needs a preset (PRESET=...): the nodes' device is not known here")
         env = probe_env(args.python, args.device or (matrix.device if preset != "auto" else "auto"))
         if preset == "auto":
             preset = "default" if env["device"] == "cuda" else "smoke"

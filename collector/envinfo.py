@@ -14,6 +14,18 @@ from pathlib import Path
 import sys
 
 
+def probe_in(python: str, device: str) -> dict:
+    """This module run by `python` in a child process: the environment it sees. RuntimeError with
+    the child's last words if it fails."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
+    return json.loads(proc.stdout)
+
+
 def _version(pkg: str) -> str | None:
     try:
         return importlib.metadata.version(pkg)

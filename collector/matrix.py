@@ -114,6 +114,12 @@ class Matrix:
         return {"preset": self.preset, "description": self.description, "device": self.device,
                 "protocol": asdict(self.protocol), "cells": [asdict(c) for c in self.cells]}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "Matrix":
+        """The inverse of to_json (a job on another node rebuilds the submitter's matrix)."""
+        return cls(data["preset"], data["description"], data["device"], Protocol(**data["protocol"]),
+                   tuple(Cell(**c) for c in data["cells"]))
+
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))

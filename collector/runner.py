@@ -119,14 +119,7 @@ def dir_bytes(path: Path) -> int | None:
     return total
 
 
-def _die_with_parent() -> None:
-    """In the cell process (Linux): be killed if the collector dies, even by kill -9."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+_die_with_parent = zygote.die_with_parent  # in the cell process (Linux): killed if the collector dies
 
 
 LOG_HEAD_BYTES = 4 << 20  # a cell log keeps its first 4 MiB ...

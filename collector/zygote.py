@@ -43,7 +43,8 @@ CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child be
 PER_REQUEST_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child (Linux): be killed if the parent dies, even by kill -9."""
     try:
         import ctypes
 
@@ -69,7 +70,7 @@ def _child(req: dict, out_fd: int, sock: socket.socket) -> None:
     try:
         sock.close()
         os.setsid()
-        _die_with_parent()
+        die_with_parent()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
@@ -178,7 +179,7 @@ def _probe_cuda() -> str | None:
 
 
 def serve(sock: socket.socket) -> None:
-    _die_with_parent()
+    die_with_parent()
     t0 = time.perf_counter()
     # the launcher's settings for this parent: not part of the environment the children compare
     names = [m for m in os.environ.pop(PRELOAD_ENV, ",".join(PRELOAD)).split(",") if m]

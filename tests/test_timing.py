@@ -25,31 +25,23 @@ def fake_torch():
     return types.SimpleNamespace(cuda=cuda)
 
 
-def sleeper(ms):
-    def step():
-        end = time.perf_counter() + ms / 1e3
-        while time.perf_counter() < end:
-            pass
-    return step
-
-
 @pytest.mark.parametrize("clock", [CpuClock(), CudaClock(fake_torch())], ids=["cpu", "cuda"])
 @pytest.mark.parametrize("k", [1, 4])
-def test_samples_are_mean_step_times_over_k_steps(clock, k):
+def test_samples_are_mean_step_times_over_k_steps(clock, k, monkeypatch):
+    """A fake host clock that only steps move (2 ms each, the 3rd sample's steps 5 ms): exact
+    arithmetic, whatever the load on the machine running the test."""
+    now = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
     calls = []
 
     def step():
         calls.append(1)
-        sleeper(2.0)()
+        now[0] += 0.005 if (len(calls) - 1) // k == 2 else 0.002
 
     blk = clock.block(step, 5, k)
     assert len(calls) == 5 * k
-    assert len(blk.step_ms) == 5
-    # per step, not per sample of k steps (a sample of 4 would be 8 ms or more); the upper bound
-    # is on the median and loose, since a sleep overshoots on a loaded host
-    upper = 3.5 if k == 1 else 1.8 * k
-    assert all(t > 1.9 for t in blk.step_ms) and sorted(blk.step_ms)[2] < upper
-    assert 1.9 < blk.wall_ms_per_step < upper
+    # per step, not per sample of k steps (a sample of 4 would read 8 ms)
+    assert blk.step_ms == pytest.approx([2.0, 2.0, 5.0, 2.0, 2.0])
+    assert blk.wall_ms_per_step == pytest.approx((4 * 2.0 + 5.0) / 5)
     if isinstance(clock, CudaClock):
-        assert len(blk.enqueue_ms) == 5 and all(t > 1.9 for t in blk.enqueue_ms)
-        assert sorted(blk.enqueue_ms)[2] < upper
+        assert blk.enqueue_ms == pytest.approx([2.0, 2.0, 5.0, 2.0, 2.0])
