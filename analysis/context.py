@@ -5,6 +5,7 @@ Templates only loop and print; every number is formatted, ordered and judged her
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -408,6 +409,11 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     proto = run.manifest.get("protocol", {})
     protocol_rows = [(k, str(v)) for k, v in sorted(proto.items())]
     device_line = (f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}")
+    description = run.manifest.get("description", "")
+    gpus = sorted({r.get("gpu_index") for r in all_rows if r.get("gpu_index") is not None})
+    if len(gpus) > 1:  # the rows say how many GPUs ran; a preset's "One GPU" text does not overrule them
+        device_line += f", {len(gpus)} GPUs (cells side by side)"
+        description = re.sub(r"^One GPU:\s*", "", description)
 
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, notes, len(loaded.skipped_in(run)))
@@ -431,7 +437,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        description=run.manifest.get("description", ""), device_line=device_line, status_line=status_line,
+        description=description, device_line=device_line, status_line=status_line,
         noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=loaded.skipped_in(run),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
         eager_spread=eager_spread,

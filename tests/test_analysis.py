@@ -381,3 +381,15 @@ def test_one_byte_unit_per_column():
     unit = byte_unit([900 * 2**20, 3 * 2**30, None])
     assert unit == "GiB" and fmt_bytes(900 * 2**20, unit) == "0.9 GiB" and fmt_bytes(None, unit) == "-"
     assert fmt_bytes(1536) == "1.5 KiB"
+
+
+def test_subtitle_counts_the_gpus_the_rows_ran_on_not_the_presets_words(tmp_path):
+    """The shipped default-h200 run was collected with GPUS=0,1 under a preset text that said
+    "One GPU"; the rows' gpu_index decides what the report says."""
+    import shutil
+
+    shutil.copytree(ROOT / "data" / "examples" / "default-h200", tmp_path / "default-h200")
+    loaded, runs = _loaded(tmp_path)
+    rep = build_run_report(loaded, runs[0], reps=50, now=NOW)
+    assert rep.device_line.endswith(", 2 GPUs (cells side by side)")
+    assert "One GPU" not in rep.description and rep.description.startswith("all models")
