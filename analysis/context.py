@@ -380,9 +380,19 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                  if known_peaks else "")
 
     sessions = run.manifest.get("sessions", [])
-    hosts = sorted({s.get("hostname") for s in sessions if s.get("hostname")})
+    # the rows' hosts too: a SLURM run's cells ran on nodes its sessions (the submitter) never saw
+    hosts = sorted({s.get("hostname") for s in sessions if s.get("hostname")}
+                   | {r.get("hostname") for r in all_rows if r.get("hostname")})
     boots = {s.get("boot_id") for s in sessions if s.get("boot_id")}
     notes = []
+    for key, what in (("torch_version", "torch build"), ("device_name", "device")):
+        seen: dict = {}
+        for r in all_rows:
+            if r.get(key):
+                seen[r[key]] = seen.get(r[key], 0) + 1
+        if len(seen) > 1:
+            notes.append(f"This run mixes {what}s: " + ", ".join(f"{v} ({n} cells)" for v, n in sorted(seen.items()))
+                         + f" (collected with ALLOW_MIXED=1, or merged with --allow-mixed): compare cells of one {what}.")
     if len(hosts) > 1:
         notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
                      "compare cells from one machine where the difference matters.")

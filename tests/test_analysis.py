@@ -393,3 +393,22 @@ def test_subtitle_counts_the_gpus_the_rows_ran_on_not_the_presets_words(tmp_path
     rep = build_run_report(loaded, runs[0], reps=50, now=NOW)
     assert rep.device_line.endswith(", 2 GPUs (cells side by side)")
     assert "One GPU" not in rep.description and rep.description.startswith("all models")
+
+
+def test_a_run_whose_rows_mix_torch_builds_or_hosts_says_so(tmp_path):
+    """A SLURM run with ALLOW_MIXED=1 (or a merge with --allow-mixed): the rows' own torch and
+    host decide the caveat, not the submitting session."""
+    import shutil
+
+    shutil.copytree(FIXTURE, tmp_path / "fx")
+    run_dir = next(p.parent for p in (tmp_path / "fx").rglob("run.json"))
+    files = sorted((run_dir / "cells").glob("*.parquet"))
+    t = pq.read_table(files[0])
+    t = t.set_column(t.schema.get_field_index("torch_version"), "torch_version", pa.array(["9.9.9"]))
+    t = t.set_column(t.schema.get_field_index("hostname"), "hostname", pa.array(["node-17"]))
+    pq.write_table(t, files[0])
+    loaded, runs = _loaded(tmp_path / "fx")
+    rep = build_run_report(loaded, runs[0], reps=50, now=NOW)
+    text = " ".join(rep.notes)
+    assert "This run mixes torch builds: " in text and "9.9.9 (1 cells)" in text
+    assert "node-17" in text
