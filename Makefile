@@ -8,7 +8,7 @@ SHELL := /bin/bash
 KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
   CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
-  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT
+  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT WATCH
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -67,7 +67,8 @@ help: ## list the targets
 	@echo "                   CELLS=<pattern>[,<pattern>] (only the cells whose id matches, e.g. 'gpt__*__bs128__*')"
 	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
 	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
-	@echo "  make collect-status RUN=<id> [RESUBMIT=1]   a SLURM run's progress; RESUBMIT=1 queues lost cells again"
+	@echo "  make collect-status RUN=<id> [RESUBMIT=1] [WATCH=1]   a SLURM run's progress; RESUBMIT=1 queues lost"
+	@echo "                   cells again; WATCH=1 follows it until nothing is queued or running"
 	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
@@ -95,7 +96,7 @@ collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA i
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1]'; exit 2; }
-	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit)
+	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit) $(if $(WATCH),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
 	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }

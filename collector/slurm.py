@@ -318,6 +318,29 @@ def format_status(st: dict) -> str:
     return "\n".join(lines)
 
 
+def watch(run_dir: Path, states, interval: float, out=None, sleep=time.sleep, max_looks: int | None = None) -> dict:
+    """The submitting side's progress: one line whenever the counts change, until no cell is
+    queued or running (then the final status). Ctrl-C stops watching, not the run."""
+    out = out or sys.stdout
+    last, looks, t0 = None, 0, time.monotonic()
+    try:
+        while True:
+            st = status(run_dir, states)
+            line = format_status(st).splitlines()[0]
+            if line != last:
+                print(f"[{time.monotonic() - t0:6.0f}s] {line}", file=out, flush=True)
+                last = line
+            looks += 1
+            if not (st["counts"].get("running") or st["counts"].get("queued")):
+                return st
+            if max_looks is not None and looks >= max_looks:
+                return st
+            sleep(interval)
+    except KeyboardInterrupt:
+        print("stopped watching; the run goes on (make collect-status RUN=... to look again)", file=out)
+        return status(run_dir, states)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m collector.slurm", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -325,6 +348,9 @@ def main(argv=None) -> int:
     s.add_argument("run_dir")
     s.add_argument("--resubmit", action="store_true")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--watch", action="store_true",
+                   help="print the counts again whenever they change, until nothing is queued or running")
+    s.add_argument("--interval", type=float, default=10.0, help="seconds between looks with --watch")
     c = sub.add_parser("cancel", help="cancel every queued or running task of the run")
     c.add_argument("run_dir")
     args = p.parse_args(argv)
@@ -339,6 +365,8 @@ def main(argv=None) -> int:
         print(f"cancelled the run's SLURM jobs {_span(ids)}")
         return 0
     st = status(run_dir, ex.states)
+    if args.watch:
+        st = watch(run_dir, ex.states, args.interval)
     print(json.dumps(st, indent=2) if args.json else format_status(st))
     if args.resubmit and st["counts"].get("lost"):
         from collector.matrix import Matrix

@@ -216,3 +216,22 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     assert st["counts"] == {"done": 1}
     subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
     assert len(subs["submissions"]) == 2  # its own folder per submission
+
+
+def test_watch_prints_when_the_counts_change_and_stops_when_nothing_is_left(tmp_path, monkeypatch):
+    import io
+
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    ids = iter([i for i, _ in sched.jobs])
+
+    def one_task_finishes(_):  # between two looks, the next task runs
+        sched.run(next(ids), monkeypatch)
+
+    out = io.StringIO()
+    st = slurm.watch(run_dir, sched.states, 0, out=out, sleep=one_task_finishes)
+    lines = out.getvalue().splitlines()
+    n = len(m.cells)
+    assert st["counts"] == {"done": n}
+    assert len(lines) == n + 1 and lines[0].endswith(f"{n} queued") and lines[-1].endswith(f"{n} done")
