@@ -31,6 +31,7 @@ from collector.compact import compact_run
 from collector.job import Job, Layout
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
+from collector.store import RunStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -535,34 +536,6 @@ def _write_json(path: Path, data: dict) -> None:
         tmp.unlink(missing_ok=True)  # a full disk leaves no empty temporary file behind
 
 
-def _sweep_temporaries(run_dir: Path) -> int:
-    """Remove the temporary files an earlier session left when it was killed (under the run lock:
-    no other writer is active). Returns how many."""
-    n = 0
-    for folder in (run_dir, run_dir / "cells"):
-        for tmp in folder.glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-                n += 1
-    return n
-
-
-def _set_aside_bad_cells(cells_dir: Path, out) -> dict[str, str | None]:
-    """Saved cell files that cannot stand for their cell (zero bytes, truncated, another cell's
-    row) are renamed `<name>.parquet.invalid` (kept for inspection, never read) and measured
-    again. Returns the good ones: cell id -> saved status."""
-    good = {}
-    for path in sorted(cells_dir.glob("*.parquet")):
-        why, status = schema.read_saved(path)
-        if why is None:
-            good[path.stem] = status
-            continue
-        aside = path.with_name(path.name + ".invalid")
-        os.replace(path, aside)
-        print(f"note: {path.name} is {why}; renamed to {aside.name} and measured again", file=out, flush=True)
-    return good
-
-
 @contextlib.contextmanager
 def run_lock(run_dir: Path):
     """Exclusive lock on the run directory: a second collector on it refuses at once."""
@@ -736,20 +709,18 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
     out = out or sys.stdout
     workers = workers or [Worker()]
     run_dir = Path(out_dir) / check_run_id(run_id)
-    cells_dir = run_dir / "cells"
+    store = RunStore(run_dir)  # the local executor: one writer, under the run lock
+    cells_dir = store.cells_dir
     try:
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        cells_dir.mkdir(exist_ok=True)
-        probe = cells_dir / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        store.create()
+        store.check_writable()
     except OSError as exc:
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     with run_lock(run_dir):
-        _sweep_temporaries(run_dir)
+        store.sweep_temporaries()
         manifest = prepare_run(run_dir, run_id, matrix, env)
         manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-        saved = _set_aside_bad_cells(cells_dir, out)
+        saved = store.set_aside_bad(out)
         done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
         todo = [c for c in matrix.cells if c.cell_id not in done]
         already = len(matrix.cells) - len(todo)
@@ -791,7 +762,7 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                 if stop.is_set():  # interrupted while it ran: its result is not trusted
                     return
                 try:
-                    schema.write_row(row, cells_dir / f"{cell.cell_id}.parquet")
+                    store.write_row(row)
                 except OSError as exc:
                     raise RunError(f"cannot write {cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "

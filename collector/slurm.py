@@ -213,7 +213,7 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
     run_dir = Path(out_dir) / check_run_id(run_id)
     store = RunStore(run_dir)
     try:
-        store.create()
+        store.create(shared=True)
     except OSError as exc:
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     with run_lock(run_dir):  # one submitter at a time (on the submitting host)

@@ -1,5 +1,6 @@
-"""A run folder that several writers on several hosts share (a SLURM job array on a shared
-filesystem): claim a cell, write its row atomically, list what is done, failed or claimed.
+"""A run folder: the one place that writes and lists its rows. The local collector uses it as its
+only writer (under its run lock); a SLURM job array shares it between many writers on many hosts
+(a shared filesystem): claim a cell, write its row atomically, list what is done, failed or claimed.
 
 No file lock is relied on across hosts (NFS does not promise one). A claim is a file created
 with O_CREAT | O_EXCL, which is atomic on local filesystems and on NFS v3 and later: of two jobs
@@ -26,9 +27,44 @@ class RunStore:
         self.claims_dir = self.run_dir / "claims"
         self.logs_dir = self.run_dir / "logs"
 
-    def create(self) -> None:
-        for d in (self.cells_dir, self.claims_dir, self.logs_dir):
+    def create(self, shared: bool = False) -> None:
+        """The folders; `shared`: also the claims folder, for a run many writers share."""
+        for d in (self.cells_dir, self.logs_dir) + ((self.claims_dir,) if shared else ()):
             d.mkdir(parents=True, exist_ok=True)
+
+    def check_writable(self) -> None:
+        """OSError now, not after the first cell, if rows cannot be written here."""
+        probe = self.cells_dir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+
+    def sweep_temporaries(self) -> int:
+        """Remove the temporary files an earlier writer left when it was killed. Only for a single
+        writer (the local collector, under its run lock): on a shared run a task may be writing one."""
+        n = 0
+        for folder in (self.run_dir, self.cells_dir):
+            for tmp in folder.glob(".*.tmp"):
+                try:
+                    tmp.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+    def set_aside_bad(self, out) -> dict[str, str | None]:
+        """Saved cell files that cannot stand for their cell (zero bytes, truncated, another cell's
+        row) are renamed `<name>.parquet.invalid` (kept for inspection, never read) and measured
+        again. Returns the good ones: cell id -> saved status."""
+        good = {}
+        for path in sorted(self.cells_dir.glob("*.parquet")):
+            why, status = schema.read_saved(path)
+            if why is None:
+                good[path.stem] = status
+                continue
+            aside = path.with_name(path.name + ".invalid")
+            os.replace(path, aside)
+            print(f"note: {path.name} is {why}; renamed to {aside.name} and measured again", file=out, flush=True)
+        return good
 
     def _claim_path(self, cell_id: str) -> Path:
         return self.claims_dir / f"{cell_id}.claim"
