@@ -100,6 +100,19 @@ def _native_threads() -> int:
     return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
 
 
+def _thread_names() -> str:
+    """The native threads' names (what started them, often), for the parent's log."""
+    names: dict[str, int] = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+        except OSError:
+            continue
+        names[name] = names.get(name, 0) + 1
+    return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(names.items()))
+
+
 @contextlib.contextmanager
 def _no_cuda_driver(with_torch: bool):
     """While the parent imports: torch.cuda.is_available() asks NVML instead of the CUDA runtime
@@ -198,7 +211,7 @@ def serve(sock: socket.socket) -> None:
         why = None
         native = _native_threads()
         print(f"fork parent: imported {', '.join(names)} in {import_s:.1f} s; native threads {baseline} after "
-              f"torch, {native} after all", file=sys.stderr, flush=True)
+              f"torch, {native} after all ({_thread_names()})", file=sys.stderr, flush=True)
         if touched:
             why = f"the imports initialised the CUDA driver (forked children could not use CUDA): {touched[0]}"
         elif threading.active_count() != 1 or native != baseline:

@@ -193,6 +193,33 @@ def _wait(run_dir, until, timeout=400):
     raise AssertionError(f"timed out waiting; last status {st}")
 
 
+def _cells_and_statuses(data_dir, run_id):
+    from analysis.load import discover_runs, load
+
+    loaded = load(discover_runs(data_dir))
+    return sorted(loaded.con.execute("SELECT cell_id, status FROM cells WHERE run_id = ?", [run_id]).fetchall())
+
+
+def test_real_slurm_run_of_the_smoke_preset_reports_what_a_local_run_reports(tmp_path):
+    """`make collect EXECUTOR=slurm PRESET=smoke` on the one-node cluster: every cell through
+    sbatch (Inductor on the CPU), then the same matrix measured locally; the report reads the
+    same cells with the same statuses from both."""
+    _need_slurm()
+    quick = ["--processes", "1", "--blocks", "2"]
+    proc = subprocess.run(["make", "collect", "EXECUTOR=slurm", "PRESET=smoke", "RUN=sm", f"RUNS={tmp_path / 'slurm'}",
+                           "PROCESSES=1", "BLOCKS=2", "SLURM_TIME=15", f"PYTHON={sys.executable}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "submitted 8 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "slurm" / "sm", lambda s: not (s["counts"].get("running") or s["counts"].get("queued")),
+               timeout=900)
+    assert st["counts"] == {"done": 8}, st
+    local = subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", *quick, "--run-id", "sm",
+                            "--out", str(tmp_path / "local")], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert local.returncode == 0, local.stderr
+    got = _cells_and_statuses(tmp_path / "slurm", "sm")
+    assert len(got) == 8 and got == _cells_and_statuses(tmp_path / "local", "sm")
+
+
 def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitted(tmp_path):
     _need_slurm()
     # two real cells (inductor on the CPU) as an array; the command returns once they are queued
@@ -211,9 +238,12 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     subprocess.run([sys.executable, "-m", "collector.slurm", "cancel", str(run_dir)], cwd=ROOT, check=True,
                    capture_output=True)
     st = _wait(run_dir, lambda s: s["counts"].get("lost") == 1, timeout=120)
-    st = _status(run_dir, "--resubmit")
+    assert not list((run_dir / "cells").glob("*.parquet"))  # the cancelled cell wrote no row
+    # the submitting command, run again, picks up where the run is: it queues the lost cell alone
+    proc = _collect(["--modes", "default", "--run-id", "c"], tmp_path)
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     st = _wait(run_dir, lambda s: s["counts"].get("done") == 1)
-    assert st["counts"] == {"done": 1}
+    assert st["counts"] == {"done": 1} and len(list((run_dir / "cells").glob("*.parquet"))) == 1
     subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
     assert len(subs["submissions"]) == 2  # its own folder per submission
 
