@@ -94,8 +94,8 @@ $(VENV)/.collect-deps: $(VENV)/.report-deps
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)
 	$(PY) -m collector $(COLLECT_ARGS)
 
-collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1]
-	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1]'; exit 2; }
+collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
+	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
 	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit) $(if $(WATCH),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
