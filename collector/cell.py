@@ -786,6 +786,8 @@ def run_cell(spec: dict, partial_path: Path | None = None) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    global T0
+    T0 = time.perf_counter()  # the log's clock starts here (a forked process imported this module long before)
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     faulthandler.enable()  # a crash in native code (SIGSEGV, SIGABRT) leaves the Python stack in the cell's log
     _apply_memory_limit()

@@ -337,7 +337,7 @@ class _Forked:
 
 
 class ForkLauncher(SubprocessLauncher):
-    """Forks each cell process from a parent that has imported torch, Dynamo and Inductor once
+    """Forks each cell process from a parent that has imported torch and Dynamo once
     (collector/zygote.py): a process no longer pays ~8-10 s of imports. Falls back to exec, for
     the rest of the run, when the parent cannot start, when CUDA does not start in a forked
     child, or when a forked process wrote into the parent's own (sentinel) compile cache."""

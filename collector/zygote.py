@@ -1,4 +1,4 @@
-"""A parent that has imported torch, Dynamo and Inductor once, and forks each cell process from
+"""A parent that has imported torch and Dynamo once, and forks each cell process from
 that state (`--launcher fork`, the default on Linux).
 
 Why: a fresh `python -m collector.cell` spends most of a warm replicate's wall time importing
@@ -31,10 +31,13 @@ import threading
 import time
 import traceback
 
-# What an exec'd cell process has imported before its first timer starts (torch.compile() itself
-# imports Dynamo and Inductor's compile_fx): preloading them leaves every timed figure, the
-# compiled first call included, with the same imports inside it as before.
-PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "collector.cell")
+# Part of what an exec'd cell process has imported before its first timer starts, so every timed
+# figure, the compiled first call included, has the same imports inside it as before. Not Inductor's
+# compile_fx (torch.compile() imports it in the child, before any timer): on the H200 its import
+# chain calls torch.cuda.is_available() (torch/_inductor/runtime/benchmarking.py), whose NVML query
+# leaves a driver thread behind ("cuda00001c00008"), and the parent then refuses to fork. Without
+# it the parent was ready there (7.0 s of imports, 16 native threads as after `import torch`).
+PRELOAD = ("torch", "torch._dynamo", "collector.cell")
 PRELOAD_ENV = "TCB_ZYGOTE_PRELOAD"  # comma-separated modules instead of PRELOAD (the tests' light parent)
 CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child before serving
 # Environment variables a request may set differently from the parent's: read when used, not at
