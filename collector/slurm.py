@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from collector import envinfo
+from collector.runner import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
 from collector.store import RunStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = "submissions.json"
-ENV_KEYS = ("device", "device_name", "torch_version")
 
 
 @dataclass(frozen=True)
@@ -358,9 +358,10 @@ def main(argv=None) -> int:
     if not (run_dir / "slurm" / SUBMISSIONS).exists():
         print(f"error: {run_dir} has no SLURM submissions (was it collected with EXECUTOR=slurm?)", file=sys.stderr)
         return 2
-    ex = SubmititExecutor(SlurmSettings(**_submissions(run_dir).get("settings", {})))
+    saved = _submissions(run_dir)
+    ex = SubmititExecutor(SlurmSettings(**saved.get("settings", {})))
     if args.cmd == "cancel":
-        ids = [v["job_id"] for v in _submissions(run_dir)["cells"].values()]
+        ids = [v["job_id"] for v in saved["cells"].values()]
         ex.cancel(ids)
         print(f"cancelled the run's SLURM jobs {_span(ids)}")
         return 0
@@ -372,7 +373,6 @@ def main(argv=None) -> int:
         from collector.matrix import Matrix
 
         manifest = json.loads((run_dir / "run.json").read_text())
-        saved = _submissions(run_dir)
         matrix = Matrix.from_json(saved["matrix"])
         submit_run(matrix, manifest["environment"], run_dir.parent, manifest["run_id"], ex,
                    allow_mixed=saved.get("allow_mixed", False), python=saved.get("python", sys.executable),
