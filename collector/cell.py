@@ -566,8 +566,10 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
 
     clock = CudaClock(torch) if cuda else CpuClock()
     result["timing_method"] = clock.method
+    t_sides = time.perf_counter()
     sides = _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, result)
     eager_step, compiled_step = sides.eager, sides.compiled
+    log(f"sides built in {time.perf_counter() - t_sides:.2f} s")
 
     def timed_first_call(step):
         clock.sync()

@@ -130,6 +130,35 @@ def test_committed_aa_comparison_calls_no_cell(tmp_path):
     assert not any("got faster in" in h or "got slower in" in h for h in rep.headline)
 
 
+def _ci_bounds(change) -> tuple[float, float]:
+    lo, hi = change.ci.split(" to ")
+    return float(lo.rstrip("%")), float(hi.rstrip("%"))
+
+
+def test_committed_h200_aa_calls_nothing_and_its_intervals_cover_zero():
+    """The A/A collected on the H200 (the `aa` preset twice on one machine, fork launcher, 3
+    processes a cell): no speedup change is called and every change's interval holds zero; the
+    same runs against the planted +10% run do call the GPU-bound cells (a test that can fail both
+    ways, on data really measured)."""
+    from conftest import ROOT
+
+    runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    a, b = runs["aa-x2-y"], runs["aa-x2-w"]
+    loaded = load([a, b])
+    prepare(loaded)
+    rep = build_compare_report(loaded, a, b, [a, b], reps=500, now="x")
+    assert len(rep.pairs) == 10 and rep.regressions == [] and rep.improvements == []
+    for p in rep.pairs:
+        lo, hi = _ci_bounds(p.speedup_change)
+        assert lo <= 0 <= hi, (p.label, p.speedup_change)
+    c, p10 = runs["aa-h200-c"], runs["aa-h200-p10"]
+    loaded = load([c, p10])
+    prepare(loaded)
+    rep = build_compare_report(loaded, c, p10, [c, p10], allow_mismatch=True, reps=500, now="x")
+    called = {p.label for p in rep.pairs if p.speedup_change.call == "regressed"}
+    assert {"resnet18 infer float32 bs64 default", "gpt infer amp_bf16 bs128 default"} <= called
+
+
 def test_diagnostics_that_changed_between_runs(tmp_path):
     """A graph break that appears in B (with its reason) is listed; unchanged cells are not."""
     base = {"graph_count": 1, "graph_break_count": 0, "recompile_count": 0, "cudagraph_skip_count": 0,

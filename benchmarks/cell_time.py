@@ -1,0 +1,116 @@
+"""Where a cell's wall time goes, from a run's cell logs and rows.
+
+    python benchmarks/cell_time.py RUN_DIR [RUN_DIR ...]
+
+Each cell process logs its stages with a clock that starts when the cell's code starts
+(`[cell +  4.1s] sides built in 2.68 s`); the runner records each process's wall time from its
+launch to its exit (`process_wall_s`). This prints, per run and process kind (the cold process,
+the replicates), the median seconds of each stage over the processes, and the rest of the
+process's wall time ("outside the cell's clock": starting the interpreter and importing before
+the clock starts, exiting). Stages a log does not name (older logs have no "sides built" line)
+count in the next stage that it names, which the table marks with "+".
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# (stage, the start of the log line that ends it), in the order a process logs them
+STAGES = (
+    ("imports, model built", "torch imported"),
+    ("torch.compile() wrapper (imports Inductor)", "sides built"),
+    ("float64 reference", "float64 reference done"),
+    ("eager first call and warm-up", "eager first call"),
+    ("compiled first call (compile)", "compiled first call"),
+    ("compiled warm-up, accuracy check", "compiled warmed up"),
+    ("host hygiene, NVML", "NVML opened"),
+    ("timing", "timed "),
+    ("energy windows", "energy window compiled"),
+    ("recompile sweep, teardown in the cell", "finished"),
+)
+OUTSIDE = "outside the cell's clock (start, imports before it, exit)"
+COLD_ONLY = ("float64 reference done", "energy window compiled")  # a replicate has no such stage
+LINE = re.compile(r"^\[cell \+\s*([\d.]+)s\] (.*)$")
+HEADER = re.compile(r"^=== \S+ (cold|replicate \d+|warm|portable)( \(forked\))? ===$")
+
+
+def parse_log(text: str) -> list[dict]:
+    """One entry per process section of a cell log: kind, forked, and {stage: seconds}."""
+    procs, cur = [], None
+    for line in text.splitlines():
+        h = HEADER.match(line)
+        if h:
+            cur = {"kind": h.group(1).split()[0], "forked": bool(h.group(2)), "events": []}
+            procs.append(cur)
+            continue
+        m = LINE.match(line)
+        if m and cur is not None:
+            cur["events"].append((float(m.group(1)), m.group(2)))
+    for p in procs:
+        stages, last, merged = {}, 0.0, False
+        for name, starts in STAGES:
+            hit = next((t for t, text in p["events"] if text.startswith(starts)), None)
+            if hit is None:
+                merged = merged or p["kind"] == "cold" or starts not in COLD_ONLY
+                continue
+            stages[name + (" +" if merged else "")] = hit - last
+            last, merged = hit, False
+        p["stages"], p["logged_s"] = stages, (p["events"][-1][0] if p["events"] else 0.0)
+    return procs
+
+
+def run_table(run_dir: Path) -> dict:
+    """{kind: {stage: [seconds per process]}} over the run's ok cells, with the outside time."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    walls = {}
+    for f in sorted((run_dir / "cells").glob("*.parquet")):
+        t = pq.read_table(f, columns=["cell_id", "status", "process_wall_s"]).to_pylist()[0]
+        if t["status"] == "ok" and t["process_wall_s"]:
+            w = t["process_wall_s"]
+            walls[t["cell_id"]] = json.loads(w) if isinstance(w, str) else list(w)
+    out: dict[str, dict[str, list[float]]] = {}
+    for cell, w in walls.items():
+        log = run_dir / "logs" / f"{cell}.log"
+        if not log.exists():
+            continue
+        procs = [p for p in parse_log(log.read_text(errors="replace")) if p["kind"] in ("cold", "replicate")]
+        procs = procs[-len(w):]  # a resumed cell logs earlier attempts first
+        for p, wall in zip(procs, w):
+            kind = p["kind"] + (" (forked)" if p["forked"] else "")
+            d = out.setdefault(kind, {})
+            for name, s in p["stages"].items():
+                d.setdefault(name, []).append(s)
+            d.setdefault(OUTSIDE, []).append(max(0.0, wall - p["logged_s"]))
+            d.setdefault("process wall", []).append(wall)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", type=Path)
+    args = p.parse_args(argv)
+    for run in args.runs:
+        if not (run / "cells").is_dir() or not (run / "logs").is_dir():
+            print(f"{run}: not a run directory with cells/ and logs/", file=sys.stderr)
+            return 2
+        table = run_table(run)
+        for kind, stages in sorted(table.items()):
+            n = len(stages["process wall"])
+            print(f"\n{run.name}: {kind} processes ({n}), median seconds")
+            order = [s for s, _ in STAGES]
+            for name in sorted(stages, key=lambda s: (order.index(s.rstrip(" +")) if s.rstrip(" +") in order
+                                                      else len(order) + (s == "process wall"))):
+                print(f"  {name:58s} {statistics.median(stages[name]):6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

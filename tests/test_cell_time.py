@@ -1,0 +1,59 @@
+"""benchmarks/cell_time.py: a cell log's stages, attributed the way the docs' table reads them."""
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT))
+from benchmarks.cell_time import OUTSIDE, parse_log, run_table  # noqa: E402
+
+LOG = """
+=== 2026-11-30T16:46:11 cold ===
+[cell +   0.0s] setup (cold process)
+[cell +   4.9s] torch imported, model built on cuda
+[cell +  12.4s] float64 reference done
+[cell +  12.5s] eager first call 0.09 s, warmed up
+[cell +  19.1s] compiled first call 6.66 s (cold cache)
+[cell +  19.2s] compiled warmed up in 2 calls; accuracy ok=True
+[cell +  19.2s] NVML opened in 0.00 s
+[cell +  20.7s] timed 8 blocks x 49 samples x 2 steps per side
+[cell +  22.8s] energy window compiled: 1989 steps in 1.06 s, 224.9 J
+[cell +  22.8s] finished: ok
+
+=== 2026-11-30T16:46:34 replicate 1 (forked) ===
+[cell +   0.0s] setup (replicate process 1)
+[cell +   1.4s] torch imported, model built on cuda
+[cell +   4.1s] sides built in 2.65 s
+[cell +   4.3s] eager first call 0.22 s, warmed up
+[cell +   6.0s] compiled first call 1.71 s (warm cache)
+[cell +   6.0s] compiled warmed up in 2 calls
+[cell +   6.0s] NVML opened in 0.00 s
+[cell +   7.1s] timed 8 blocks x 17 samples x 1 steps per side
+[cell +   7.1s] finished: ok
+"""
+
+
+def test_stages_of_an_old_cold_and_a_forked_replicate():
+    cold, rep = parse_log(LOG)
+    assert (cold["kind"], cold["forked"], rep["kind"], rep["forked"]) == ("cold", False, "replicate", True)
+    # the old log has no "sides built" line: its time is in the float64 reference stage, marked "+"
+    assert abs(cold["stages"]["float64 reference +"] - 7.5) < 1e-9
+    assert "torch.compile() wrapper (imports Inductor)" not in cold["stages"]
+    assert abs(cold["stages"]["compiled first call (compile)"] - 6.6) < 1e-9
+    # a replicate has no reference or energy stage, and that is not a merge
+    assert abs(rep["stages"]["torch.compile() wrapper (imports Inductor)"] - 2.7) < 1e-9
+    assert abs(rep["stages"]["eager first call and warm-up"] - 0.2) < 1e-9
+    assert abs(rep["stages"]["recompile sweep, teardown in the cell"]) < 1e-9
+    assert rep["logged_s"] == 7.1
+
+
+def test_the_shipped_h200_run_adds_up_to_its_process_walls():
+    """Over a committed run, each process's stages plus the time outside the cell's clock equal the
+    wall time the runner recorded for it (medians of sums need not, so compare per process)."""
+    table = run_table(ROOT / "data" / "examples" / "aa-x2-y")
+    assert set(table) == {"cold (forked)", "replicate (forked)"}
+    rep = table["replicate (forked)"]
+    assert len(rep["process wall"]) == 20
+    stage_names = [k for k in rep if k not in ("process wall", OUTSIDE)]
+    for i, wall in enumerate(rep["process wall"]):
+        total = sum(rep[k][i] for k in stage_names) + rep[OUTSIDE][i]
+        assert abs(total - wall) < 0.06, (i, total, wall)
