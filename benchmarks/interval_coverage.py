@@ -1,6 +1,7 @@
 """Coverage of a cell's 95% speedup interval under known between-process variance.
 
     python benchmarks/interval_coverage.py [--sims 400]
+    python benchmarks/interval_coverage.py --aa [--sims 2000]
 
 Simulates cells timed in P fresh processes (8 blocks x 10 samples each, 2% noise per sample,
 every process and side at its own lognormal level with sd `between`), true speedup 1.5, and
@@ -8,6 +9,12 @@ counts how often each method's 95% interval covers the truth:
 - one-level: today's paired block bootstrap over all samples pooled as one process;
 - hierarchical bootstrap: resample processes, then blocks inside each (percentile interval);
 - t over processes: analysis/stats.py (Student's t on the per-process estimates, P - 1 df).
+With --aa it simulates A/A comparisons instead (the same cells collected twice, nothing changed)
+and gives the two figures a comparison report prints for them, as analysis/compare.py computes
+them: how often A's 95% interval holds B's speedup estimate, and how often the 95% interval of the
+change B/A holds no change (that is, no change is called); beside it, the same for a Welch
+interval on the two runs' per-process log speedups (a candidate replacement), and the ratio of
+the two intervals' median widths.
 Figures in docs/measurement.md.
 """
 from __future__ import annotations
@@ -49,10 +56,55 @@ def hierarchical(rng, e, c, reps: int = 1000) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def aa(sims: int) -> None:
+    print(f"{'processes':>9} {'between sd':>10} {'A holds B':>10} {'change holds 0':>15} "
+          f"{'Welch holds 0':>14} {'width Welch/change':>19}")
+    for processes in (3, 5, 10):
+        for between in (0.01, 0.05):
+            rng = np.random.default_rng(7 + processes * 100 + int(between * 1000))
+            runs = []
+            for _ in range(2):
+                cells = [simulate(rng, processes, between) for _ in range(sims)]
+                runs.append([stats.CellSamples(i, e.ravel(), c.ravel(), BLOCKS, SPB, processes)
+                             for i, (e, c) in enumerate(cells)])
+            ma = stats.bootstrap_medians(runs[0], reps=1000, seed=1)
+            mb = stats.bootstrap_medians(runs[1], reps=1000, seed=2)
+            holds = change0 = welch0 = 0
+            widths = []
+            for cell_a, cell_b in zip(runs[0], runs[1]):
+                k = cell_a.key
+                pa = [stats.process_medians(x, processes) for x in (cell_a.eager_ms, cell_a.compiled_ms)]
+                pb = [stats.process_medians(x, processes) for x in (cell_b.eager_ms, cell_b.compiled_ms)]
+                speed_b = np.exp(np.mean(np.log(pb[0])) - np.mean(np.log(pb[1])))
+                lo, hi = stats.interval(ma[k][0] / ma[k][1])
+                holds += lo <= speed_b <= hi
+                clo, chi = np.quantile(np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1])), [0.025, 0.975])
+                change0 += clo <= 0 <= chi
+                wlo, whi = welch(rng, np.log(pa[0] / pa[1]), np.log(pb[0] / pb[1]))
+                welch0 += wlo <= 0 <= whi
+                widths.append((whi - wlo) / (chi - clo))
+            print(f"{processes:>9} {between:>10.2f} {holds / sims:>10.1%} {change0 / sims:>15.1%} "
+                  f"{welch0 / sims:>14.1%} {np.median(widths):>19.2f}")
+
+
+def welch(rng, a: np.ndarray, b: np.ndarray, reps: int = 20000) -> tuple[float, float]:
+    """95% Welch interval of mean(b) - mean(a) (per-process values), its t quantile drawn (no scipy)."""
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    t = np.quantile(np.abs(rng.standard_normal(reps) / np.sqrt(rng.chisquare(df, reps) / df)), 0.95)
+    d = b.mean() - a.mean()
+    return d - t * se, d + t * se
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=400)
+    ap.add_argument("--aa", action="store_true", help="simulate A/A comparisons (see above)")
     args = ap.parse_args()
+    if args.aa:
+        aa(args.sims)
+        return
     print(f"{'processes':>9} {'between sd':>10} {'one-level':>10} {'hier. bootstrap':>16} {'t over processes':>17}")
     for processes in (3, 5):
         for between in (0.0, 0.01, 0.03):
