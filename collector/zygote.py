@@ -38,6 +38,10 @@ import traceback
 # leaves a driver thread behind ("cuda00001c00008"), and the parent then refuses to fork. Without
 # it the parent was ready there (7.0 s of imports, 16 native threads as after `import torch`).
 PRELOAD = ("torch", "torch._dynamo", "collector.cell")
+# A parent for CPU cells preloads Inductor as well: `torch.compile()` then takes ~0.02 s in a
+# forked child instead of the 1.4-1.8 s its Inductor import took (this project's CPU machine), and
+# nothing there asks the CUDA driver. For CUDA cells Inductor stays out (the thread above).
+CPU_PRELOAD = PRELOAD + ("torch._inductor.compile_fx",)
 PRELOAD_ENV = "TCB_ZYGOTE_PRELOAD"  # comma-separated modules instead of PRELOAD (the tests' light parent)
 CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child before serving
 # Environment variables a request may set differently from the parent's: read when used, not at
@@ -198,8 +202,9 @@ def serve(sock: socket.socket) -> None:
     die_with_parent()
     t0 = time.perf_counter()
     # the launcher's settings for this parent: not part of the environment the children compare
-    names = [m for m in os.environ.pop(PRELOAD_ENV, ",".join(PRELOAD)).split(",") if m]
     probe_cuda = os.environ.pop(CUDA_ENV, "") == "1"
+    default = PRELOAD if probe_cuda else CPU_PRELOAD
+    names = [m for m in os.environ.pop(PRELOAD_ENV, ",".join(default)).split(",") if m]
     parent_env = dict(os.environ)  # as launched: what an import sets is set again in every child
     try:
         import importlib

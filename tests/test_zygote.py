@@ -136,5 +136,7 @@ def test_real_cell_through_the_fork_launcher(tmp_path):
         assert not any(p.is_file() for p in lnch.sentinel.rglob("*"))
         log = (tmp_path / "logs" / f"{m.cells[0].cell_id}.log").read_text()
         assert log.count("(forked) ===") == 3 and "RuntimeWarning" not in log
+        # a CPU parent preloads Inductor too, so the children's torch.compile() imports nothing
+        assert "torch._inductor.compile_fx in" in (tmp_path / "logs" / "launcher.log").read_text()
     finally:
         lnch.close()
