@@ -99,7 +99,8 @@ def structure_html(html: str) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write under a private name, then rename: a full disk or a stop never leaves half a report
-    in place of a good one, nor a temporary file behind."""
+    in place of a good one, nor a temporary file behind. (collector/runner.py's _write_json does the
+    same for run.json: the collector does not import analysis.)"""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

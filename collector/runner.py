@@ -528,6 +528,8 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
+    """Write under a private name, then rename (as analysis.render.write_atomic does for reports:
+    the collector does not import analysis, which needs packages a GPU node may not have)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
