@@ -1,5 +1,5 @@
-"""A parent that has imported torch and Dynamo once, and forks each cell process from
-that state (`--launcher fork`, the default on Linux).
+"""A parent that has imported torch and Dynamo (and Inductor, for CPU cells) once, and forks each
+cell process from that state (`--launcher fork`, the default on Linux).
 
 Why: a fresh `python -m collector.cell` spends most of a warm replicate's wall time importing
 (on this project's CPU machine `import torch` takes ~4 s and Dynamo plus Inductor another ~6 s;
