@@ -337,10 +337,11 @@ class _Forked:
 
 
 class ForkLauncher(SubprocessLauncher):
-    """Forks each cell process from a parent that has imported torch and Dynamo once
-    (collector/zygote.py): a process no longer pays ~8-10 s of imports. Falls back to exec, for
-    the rest of the run, when the parent cannot start, when CUDA does not start in a forked
-    child, or when a forked process wrote into the parent's own (sentinel) compile cache."""
+    """Forks each cell process from a parent that has imported torch, Dynamo and Inductor once
+    (collector/zygote.py): a process no longer pays ~8-10 s of imports. A CUDA parent whose
+    imports reached the driver is replaced once by one without Inductor (retry_preload). Falls
+    back to exec, for the rest of the run, when no parent can start, when CUDA does not start in
+    a forked child, or when a forked process wrote into the parent's own (sentinel) compile cache."""
 
     name = "fork"
 
@@ -348,6 +349,10 @@ class ForkLauncher(SubprocessLauncher):
                  preload: str | None = None):
         super().__init__(python, worker)
         self.device, self.preload = device, preload
+        # a CUDA parent that refused with the full preload is started once more with this one
+        self.retry_preload = ",".join(zygote.NO_INDUCTOR_PRELOAD) if device == "cuda" and preload is None else None
+        self.modules: list[str] | None = None  # what the serving parent imported
+        self.first_refusal: str | None = None  # why a parent was replaced by one with retry_preload
         self.parent: subprocess.Popen | None = None
         self.channel: socket.socket | None = None
         self.sentinel: Path | None = None
@@ -356,24 +361,42 @@ class ForkLauncher(SubprocessLauncher):
         self.forked = self.execed = 0
 
     def for_worker(self, worker: Worker) -> "ForkLauncher":
-        return ForkLauncher(self.python, worker, self.device, self.preload)
+        twin = ForkLauncher(self.python, worker, self.device, self.preload)
+        twin.retry_preload = self.retry_preload
+        return twin
 
     def _tag(self) -> str:
         return " (forked)" if self.fallback is None else ""
 
     def describe(self) -> dict:
         return {"launcher": self.name, "forked_processes": self.forked, "execed_processes": self.execed,
-                "parent_import_s": self.import_s, "fallback": self.fallback}
+                "parent_import_s": self.import_s, "parent_modules": self.modules,
+                "parent_first_refusal": self.first_refusal, "fallback": self.fallback}
 
     def _start_parent(self, logs_dir: Path) -> None:
+        hello = self._try_parent(logs_dir, self.preload)
+        if not hello.get("ready") and self.retry_preload is not None and "did not start" not in str(hello.get("why")):
+            # e.g. Inductor's import asked the CUDA driver: a parent without it still saves torch's import
+            self.first_refusal = str(hello.get("why"))
+            print(f"note: fork parent with {', '.join(hello.get('modules') or ['the full preload'])} not used "
+                  f"({self.first_refusal}); starting one that imports {self.retry_preload}", file=sys.stderr, flush=True)
+            self.close()
+            hello = self._try_parent(logs_dir, self.retry_preload)
+        if not hello.get("ready"):
+            self._give_up(f"fork parent not used: {hello.get('why')}; see {logs_dir / 'launcher.log'}")
+        else:
+            self.import_s, self.modules = hello.get("import_s"), hello.get("modules")
+
+    def _try_parent(self, logs_dir: Path, preload: str | None) -> dict:
+        """Start a parent importing `preload` (None: zygote.PRELOAD); its hello message."""
         self.sentinel = Path(tempfile.mkdtemp(prefix="tcb-zygote-cache-"))
         env = self._base_env()
         env.update(TORCHINDUCTOR_CACHE_DIR=str(self.sentinel / "inductor"),
                    TRITON_CACHE_DIR=str(self.sentinel / "triton"))
         if self.device == "cuda":
             env[zygote.CUDA_ENV] = "1"
-        if self.preload is not None:
-            env[zygote.PRELOAD_ENV] = self.preload
+        if preload is not None:
+            env[zygote.PRELOAD_ENV] = preload
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with open(logs_dir / "launcher.log", "ab") as log:
@@ -393,10 +416,7 @@ class ForkLauncher(SubprocessLauncher):
         except (socket.timeout, ValueError) as exc:
             hello = {"ready": False, "why": f"no answer from the parent ({type(exc).__name__})"}
         mine.settimeout(None)
-        if not hello.get("ready"):
-            self._give_up(f"fork parent not used: {hello.get('why')}; see {logs_dir / 'launcher.log'}")
-        else:
-            self.import_s = hello.get("import_s")
+        return hello
 
     def _give_up(self, why: str) -> None:
         self.fallback = why

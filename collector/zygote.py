@@ -1,4 +1,4 @@
-"""A parent that has imported torch and Dynamo (and Inductor, for CPU cells) once, and forks each
+"""A parent that has imported torch, Dynamo and Inductor once, and forks each
 cell process from that state (`--launcher fork`, the default on Linux).
 
 Why: a fresh `python -m collector.cell` spends most of a warm replicate's wall time importing
@@ -12,7 +12,8 @@ What forked children do share that exec'd processes do not: the parent's address
 and hash seed; docs/measurement.md says what the A/A between the two launchers showed.
 
 Protocol (a SOCK_SEQPACKET socket inherited, its fd number in argv[1]; one JSON message per packet):
-- parent -> launcher: {"ready": true, "import_s": s, "pid": p} or {"ready": false, "why": ...};
+- parent -> launcher: {"ready": true, "import_s": s, "pid": p, "modules": [...]} or
+  {"ready": false, "why": ..., "modules": [...]};
 - launcher -> parent: {"module": m, "args": [...], "env": {...}} with the write end of the
   cell's output pipe attached (SCM_RIGHTS); the child calls m.main(args);
 - parent -> launcher: {"pid": child} once forked (or {"refused": why}), then
@@ -31,17 +32,17 @@ import threading
 import time
 import traceback
 
-# Part of what an exec'd cell process has imported before its first timer starts, so every timed
-# figure, the compiled first call included, has the same imports inside it as before. Not Inductor's
-# compile_fx (torch.compile() imports it in the child, before any timer): on the H200 its import
-# chain calls torch.cuda.is_available() (torch/_inductor/runtime/benchmarking.py), whose NVML query
-# leaves a driver thread behind ("cuda00001c00008"), and the parent then refuses to fork. Without
-# it the parent was ready there (7.0 s of imports, 16 native threads as after `import torch`).
-PRELOAD = ("torch", "torch._dynamo", "collector.cell")
-# A parent for CPU cells preloads Inductor as well: `torch.compile()` then takes ~0.02 s in a
-# forked child instead of the 1.4-1.8 s its Inductor import took (this project's CPU machine), and
-# nothing there asks the CUDA driver. For CUDA cells Inductor stays out (the thread above).
-CPU_PRELOAD = PRELOAD + ("torch._inductor.compile_fx",)
+# What the parent imports once, so that a forked child's torch.compile() imports nothing: torch,
+# Dynamo, the cell module and Inductor's compile_fx (the import an exec'd process does inside
+# torch.compile(), before any timer; so no timed figure changes). On the H200 Inductor's import chain
+# calls torch.cuda.is_available() (torch/_inductor/runtime/benchmarking.py), whose NVML query leaves
+# a driver thread behind ("cuda00001c00008") and the parent then refuses to fork; so a CUDA parent
+# answers is_available() and device_count() during its imports from a forked probe child that
+# started CUDA (_DriverGuard), and nothing in the parent asks the driver.
+PRELOAD = ("torch", "torch._dynamo", "collector.cell", "torch._inductor.compile_fx")
+# A CUDA parent whose full preload still reached the driver (or started a thread) is replaced by one
+# with this (runner.ForkLauncher): Inductor is then imported in each child, as before (~2.8 s there).
+NO_INDUCTOR_PRELOAD = PRELOAD[:3]
 PRELOAD_ENV = "TCB_ZYGOTE_PRELOAD"  # comma-separated modules instead of PRELOAD (the tests' light parent)
 CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child before serving
 # Environment variables a request may set differently from the parent's: read when used, not at
@@ -120,14 +121,28 @@ def _thread_names() -> str:
     return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(names.items()))
 
 
+class _DriverGuard:
+    """What the parent's imports asked about CUDA: `touched` lists calls that reached the CUDA
+    runtime's device count (they initialise the driver); `answers` (set by answer()) are returned
+    by torch.cuda.is_available()/device_count() instead of asking NVML."""
+
+    def __init__(self):
+        self.touched: list[str] = []
+        self.answers: dict[str, object] = {}
+
+    def answer(self, device_count: int) -> None:
+        self.answers = {"is_available": device_count > 0, "device_count": device_count}
+
+
 @contextlib.contextmanager
 def _no_cuda_driver(with_torch: bool):
     """While the parent imports: torch.cuda.is_available() asks NVML instead of the CUDA runtime
     (PYTORCH_NVML_BASED_CUDA_CHECK; the runtime's cudaGetDeviceCount initialises the driver, and a
     driver initialised before fork cannot be used in the children: torch then refuses with
-    "Cannot re-initialize CUDA in forked subprocess", as seen on the H200), and any call that
-    still reaches the runtime's device count is recorded with its caller. Yields that record."""
-    touched: list[str] = []
+    "Cannot re-initialize CUDA in forked subprocess", as seen on the H200), or, once the guard has
+    answers, returns them without asking anyone; any call that still reaches the runtime's device
+    count is recorded with its caller. Yields the _DriverGuard."""
+    guard = _DriverGuard()
     had = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     real = None
@@ -142,34 +157,38 @@ def _no_cuda_driver(with_torch: bool):
     saved = {}
     if real is not None:
         def recording():
-            touched.append(f"torch._C._cuda_getDeviceCount called from {caller()}")
+            guard.touched.append(f"torch._C._cuda_getDeviceCount called from {caller()}")
             return real()
         torch._C._cuda_getDeviceCount = recording
+    if with_torch:
         # who asks about CUDA while importing goes to the parent's log (launcher.log): an NVML
         # query also starts a thread in some drivers, which makes the parent refuse to fork
         for name in ("is_available", "device_count"):
             saved[name] = getattr(torch.cuda, name)
 
             def logged(*a, _name=name, **k):
-                print(f"fork parent: torch.cuda.{_name}() during the imports, from {caller()}",
+                known = _name in guard.answers
+                print(f"fork parent: torch.cuda.{_name}() during the imports, from {caller()}"
+                      + (f"; answered {guard.answers[_name]!r} from the probe" if known else ""),
                       file=sys.stderr, flush=True)
-                return saved[_name](*a, **k)
+                return guard.answers[_name] if known else saved[_name](*a, **k)
             setattr(torch.cuda, name, logged)
     try:
-        yield touched
+        yield guard
     finally:
         if real is not None:
             torch._C._cuda_getDeviceCount = real
-            for name, fn in saved.items():
-                setattr(torch.cuda, name, fn)
+        for name, fn in saved.items():
+            setattr(torch.cuda, name, fn)
         if had is None:
             os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
         else:
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = had
 
 
-def _probe_cuda() -> str | None:
-    """Fork a child that initialises CUDA and runs one kernel; None if it worked, else why not."""
+def _probe_cuda() -> tuple[int, str | None]:
+    """Fork a child that initialises CUDA and runs one kernel: (the devices it sees, None) if it
+    worked, else (0, why not)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -178,7 +197,8 @@ def _probe_cuda() -> str | None:
             import torch
 
             torch.zeros(1, device="cuda").add_(1).item()
-            os.write(w, b"ok")
+            # the runtime's count (torch.cuda.device_count() may be the guard's logging wrapper here)
+            os.write(w, f"ok {torch._C._cuda_getDeviceCount()}".encode())
             os._exit(0)
         except BaseException as exc:  # noqa: BLE001
             os.write(w, f"{type(exc).__name__}: {exc}"[:2000].encode(errors="replace"))
@@ -193,9 +213,9 @@ def _probe_cuda() -> str | None:
     os.close(r)
     _, status = os.waitpid(pid, 0)
     said = b"".join(chunks).decode(errors="replace")
-    if os.waitstatus_to_exitcode(status) == 0 and said == "ok":
-        return None
-    return f"CUDA did not start in a forked child: {said or f'wait status {status}'}"
+    if os.waitstatus_to_exitcode(status) == 0 and said.startswith("ok "):
+        return int(said.split()[1]), None
+    return 0, f"CUDA did not start in a forked child: {said or f'wait status {status}'}"
 
 
 def serve(sock: socket.socket) -> None:
@@ -203,36 +223,42 @@ def serve(sock: socket.socket) -> None:
     t0 = time.perf_counter()
     # the launcher's settings for this parent: not part of the environment the children compare
     probe_cuda = os.environ.pop(CUDA_ENV, "") == "1"
-    default = PRELOAD if probe_cuda else CPU_PRELOAD
-    names = [m for m in os.environ.pop(PRELOAD_ENV, ",".join(default)).split(",") if m]
+    names = [m for m in os.environ.pop(PRELOAD_ENV, ",".join(PRELOAD)).split(",") if m]
     parent_env = dict(os.environ)  # as launched: what an import sets is set again in every child
     try:
         import importlib
 
-        with _no_cuda_driver(any(n.split(".")[0] in ("torch", "collector") for n in names)) as touched:
+        why = None
+        with _no_cuda_driver(any(n.split(".")[0] in ("torch", "collector") for n in names)) as guard:
             # `import torch` starts one native thread of its own, which it makes safe to fork (a
             # DataLoader forks its workers after it); any other thread would be someone else's
             baseline = _native_threads()
-            for name in names:
+            if probe_cuda and "torch" in sys.modules:
+                # the children's answers, from a child that started CUDA (the parent must not)
+                count, why = _probe_cuda()
+                guard.answer(count)
+            for name in names if why is None else ():
                 importlib.import_module(name)
         import_s = time.perf_counter() - t0
-        why = None
         native = _native_threads()
-        print(f"fork parent: imported {', '.join(names)} in {import_s:.1f} s; native threads {baseline} after "
-              f"torch, {native} after all ({_thread_names()})", file=sys.stderr, flush=True)
-        if touched:
-            why = f"the imports initialised the CUDA driver (forked children could not use CUDA): {touched[0]}"
+        if why is None:
+            print(f"fork parent: imported {', '.join(names)} in {import_s:.1f} s; native threads {baseline} "
+                  f"after torch, {native} after all ({_thread_names()})", file=sys.stderr, flush=True)
+        if why:
+            pass
+        elif guard.touched:
+            why = f"the imports initialised the CUDA driver (forked children could not use CUDA): {guard.touched[0]}"
         elif threading.active_count() != 1 or native != baseline:
             why = (f"{threading.active_count()} Python and {native} native threads after the imports, "
                    f"{baseline} after importing torch (forking with other threads alive is unsafe)")
         elif "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
             why = "CUDA was initialised by the imports"
         elif probe_cuda:
-            why = _probe_cuda()
+            why = _probe_cuda()[1]  # and still starts in a child of the parent as it now is
     except BaseException as exc:  # noqa: BLE001
         why, import_s = f"import failed: {type(exc).__name__}: {exc}", None
     if why:
-        _send(sock, {"ready": False, "why": why})
+        _send(sock, {"ready": False, "why": why, "modules": names})
         return
     _send(sock, {"ready": True, "import_s": import_s, "pid": os.getpid(), "modules": names})
     while True:

@@ -49,7 +49,8 @@ def test_forked_processes_come_from_one_parent_with_their_own_cache(launcher, tm
     text = log.read_text()
     assert "cold (forked) ===" in text and "action ok" in text  # the child's output reaches the log
     assert launcher.describe() == {"launcher": "fork", "forked_processes": 2, "execed_processes": 0,
-                                   "parent_import_s": launcher.import_s, "fallback": None}
+                                   "parent_import_s": launcher.import_s, "parent_modules": ["json"],
+                                   "parent_first_refusal": None, "fallback": None}
 
 
 def test_a_hung_forked_process_times_out_and_its_whole_group_dies(launcher, tmp_path):
@@ -106,6 +107,42 @@ def test_a_parent_that_cannot_start_leaves_exec(tmp_path):
         assert "launcher.log" in lnch.describe()["fallback"]
     finally:
         lnch.close()
+
+
+def test_a_refused_parent_is_replaced_once_by_its_retry_preload(tmp_path):
+    """As a CUDA parent whose Inductor import reached the driver: the second parent (without it) serves."""
+    lnch = ForkLauncher(sys.executable, preload="json,no_such_module_anywhere")
+    lnch.module, lnch.retry_preload = "tests.zygote_target", "json"
+    try:
+        got, _ = _run(lnch, tmp_path, {"action": "ok"})
+        assert got["status"] == "ok" and got["ppid"] == lnch.parent.pid and got["modules"] == ["json"]
+        d = lnch.describe()
+        assert d["fallback"] is None and d["forked_processes"] == 1 and d["parent_modules"] == ["json"]
+        assert "no_such_module_anywhere" in d["parent_first_refusal"]
+        assert (tmp_path / "logs" / "launcher.log").read_text().count("=== ") == 2  # both parents logged
+        twin = lnch.for_worker(lnch.worker)
+        assert twin.retry_preload == "json"
+        twin.close()
+    finally:
+        lnch.close()
+
+
+def test_cuda_questions_during_the_imports_get_the_probes_answers():
+    """A CUDA parent answers torch.cuda.is_available()/device_count() from its probe child while it
+    imports (nothing asks NVML, which starts a driver thread), and puts torch's own back after."""
+    torch = pytest.importorskip("torch")
+    from collector import zygote
+
+    real_available, real_count = torch.cuda.is_available, torch.cuda.device_count
+    before = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    with zygote._no_cuda_driver(True) as guard:
+        guard.answer(2)
+        assert torch.cuda.is_available() is True and torch.cuda.device_count() == 2
+        guard.answer(0)
+        assert torch.cuda.is_available() is False and torch.cuda.device_count() == 0
+        assert guard.touched == []
+    assert torch.cuda.is_available is real_available and torch.cuda.device_count is real_count
+    assert os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == before
 
 
 def test_the_exec_launcher_runs_the_same_target(tmp_path):
