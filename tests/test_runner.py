@@ -337,10 +337,11 @@ def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, r
     assert len(cold) == len(m.cells) - len(done)
 
 
-@pytest.mark.parametrize("run_id", ["repeat-h200-a", "repeat-h200-b"])
-def test_shipped_replicate_runs_resume_under_the_repeat_preset(tmp_path, capsys, run_id):
-    """The 3-process runs resume under the current `repeat` preset (its default protocol), each
-    missing cell measured in 3 processes."""
+@pytest.mark.parametrize("run_id,preset", [("repeat-h200-a", "repeat"), ("repeat-h200-b", "repeat"),
+                                            ("default-h200-p3", "default")])
+def test_shipped_replicate_runs_resume_under_their_preset(tmp_path, capsys, run_id, preset):
+    """The 3-process runs resume under their current preset (its default protocol), each missing
+    cell measured in 3 processes (default-h200-p3: the cells a later GPU session still has to add)."""
     import shutil
 
     from conftest import ROOT
@@ -349,7 +350,8 @@ def test_shipped_replicate_runs_resume_under_the_repeat_preset(tmp_path, capsys,
     shutil.copytree(src, tmp_path / run_id)
     env = json.loads((src / "run.json").read_text())["environment"]
     done = {p.stem for p in (src / "cells").glob("*.parquet")}
-    m = mx.build_matrix("repeat")
+    m = mx.build_matrix(preset)
+    assert done <= {c.cell_id for c in m.cells}
     launcher = ReplicateLauncher()
     collect(m, env, tmp_path, run_id, launcher)
     assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in capsys.readouterr().out
