@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis import stats
-from analysis.context import ENV_FIELDS, cell_label, fmt_bytes, fmt_s, fmt_x
+from analysis.context import ENV_FIELDS, cell_label, compute_verdicts, fmt_bytes, fmt_s, fmt_x
 from analysis.load import DataError, Loaded, Run, sql
 
 ALPHA = 0.05
@@ -135,6 +135,16 @@ def _samples(loaded: Loaded, run_id: str) -> dict:
     return {"reps": cells, "has_compiled": has_compiled}
 
 
+def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:
+    """Each compiled cell's 95% speedup interval as the run's own report computes it
+    (context.compute_verdicts, table `verdicts`), computed here if the report has not been."""
+    con = loaded.con
+    query = "SELECT cell_id, speedup_lo, speedup_hi FROM verdicts WHERE run_id = $run_id"
+    if not con.execute(query, {"run_id": run_id}).fetchall():
+        compute_verdicts(loaded, run_id, reps)
+    return {cid: (lo, hi) for cid, lo, hi in con.execute(query, {"run_id": run_id}).fetchall()}
+
+
 def check_comparable(a: Run, b: Run) -> list[str]:
     """Differences that make a comparison unfair: device, matrix preset, protocol."""
     out = [f"{label}: {a.env.get(key)!r} vs {b.env.get(key)!r}" for label, key in MUST_MATCH
@@ -185,13 +195,15 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
     # cells timed in several processes in both runs: the only ones a change is called on
     callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
-    # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate
+    # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate, with A's
+    # intervals as A's own report shows them (computed once, by the same function and draws)
+    a_intervals = run_intervals(loaded, a.run_id, reps)
     covered = []
     for p in pairs:
         cid = p["cell_id"]
-        if (cid in ma and cid in mb and p["status_a"] == "ok" and p["status_b"] == "ok"
+        if (cid in a_intervals and p["status_a"] == "ok" and p["status_b"] == "ok"
                 and sa["has_compiled"].get(cid) and p["speedup_b"]):
-            lo, hi = stats.interval(ma[cid][0] / ma[cid][1])
+            lo, hi = a_intervals[cid]
             covered.append(lo <= p["speedup_b"] <= hi)
     small = np.log1p(min_effect)
 

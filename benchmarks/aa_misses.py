@@ -3,11 +3,12 @@
     python benchmarks/aa_misses.py --data data/examples A_RUN B_RUN [A_RUN B_RUN ...]
 
 For each pair of runs of the same cells (3+ processes a cell), prints every cell whose B speedup
-lies outside A's 95% interval (Student's t over A's per-process log speedups, as the report
-computes it), with B's shift against A and the interval's half-width, and a count per pair. A
-miss of a few hundredths of a percent is a run-level shift that the processes of one run cannot
-show (docs/measurement.md, "Third H200 session"); the comparison's minimum effect is what keeps
-such shifts from being called.
+lies outside A's 95% interval, both as the reports show them (A's interval from A's own report,
+`analysis.compare.run_intervals`; the same count as the comparison report's "holds ... in N of M"
+line), with B's shift against A and the interval's half-width, and a count per pair. A miss of a
+few hundredths of a percent is a run-level shift that the processes of one run cannot show
+(docs/measurement.md, "Third H200 session"); the comparison's minimum effect is what keeps such
+shifts from being called.
 """
 from __future__ import annotations
 
@@ -20,35 +21,25 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis import stats  # noqa: E402
-from analysis.compare import _samples  # noqa: E402
+from analysis.compare import _samples, run_intervals  # noqa: E402
 from analysis.context import prepare  # noqa: E402
 from analysis.load import discover_runs, load  # noqa: E402
 
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def log_speedups(c: stats.CellSamples) -> np.ndarray:
-    return (np.log(stats.process_medians(c.eager_ms, c.processes))
-            - np.log(stats.process_medians(c.compiled_ms, c.processes)))
-
-
-def misses(loaded, a: str, b: str) -> tuple[int, list[tuple[str, float, float]]]:
+def misses(loaded, a: str, b: str, reps: int = stats.DEFAULT_REPS) -> tuple[int, list[tuple[str, float, float]]]:
     """(cells compared, [(cell id, B's shift %, A's half-width %)] for the cells A's interval misses)."""
-    sa = {c.key: c for c in _samples(loaded, a)["reps"]}
-    sb = {c.key: c for c in _samples(loaded, b)["reps"]}
+    procs_a = {c.key: c.processes for c in _samples(loaded, a)["reps"]}
+    procs_b = {c.key: c.processes for c in _samples(loaded, b)["reps"]}
+    ia = run_intervals(loaded, a, reps)
+    point = {run: dict(loaded.con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = $r AND status = 'ok'",
+                                          {"r": run}).fetchall()) for run in (a, b)}
     n, out = 0, []
-    for key, ca in sorted(sa.items()):
-        cb = sb.get(key)
-        if cb is None or ca.processes < 2 or cb.processes < 2 or ca.processes - 1 not in T975:
+    for key, (lo, hi) in sorted(ia.items()):
+        sa, sb = point[a].get(key), point[b].get(key)
+        if procs_a.get(key, 1) < 2 or procs_b.get(key, 1) < 2 or stats.missing(sa) or stats.missing(sb):
             continue
-        la, lb = log_speedups(ca), log_speedups(cb)
-        if np.allclose(la, 0) and np.allclose(lb, 0):
-            continue  # an eager-only cell: no speedup
         n += 1
-        half = T975[ca.processes - 1] * la.std(ddof=1) / np.sqrt(len(la))
-        shift = lb.mean() - la.mean()
-        if abs(shift) > half:
-            out.append((key, 100 * np.expm1(shift), 100 * np.expm1(half)))
+        if not lo <= sb <= hi:
+            out.append((key, 100 * (sb / sa - 1), 100 * (np.sqrt(hi / lo) - 1)))
     return n, out
 
 

@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+from analysis import stats
 from analysis.compare import build_compare_report
 from analysis.context import prepare
 from analysis.load import DataError, discover_runs, load
@@ -272,3 +273,37 @@ def test_a_comparison_writes_a_short_pastable_summary(tmp_path):
     text = (out / "compare-smoke-cpu-cuda-torch2.12.1-vs-smoke-cpu-cuda-torch2.14.1" / "summary.md").read_text()
     assert len(text.splitlines()) <= 40 and "| infer | default | model | float32 | 2 |" in text
     assert "Negative step-time changes are faster" in text
+
+
+def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
+    """"A's interval holds B's speedup in N of M" counts with the intervals of A's run report
+    (computed once, context.compute_verdicts), not intervals drawn again for the comparison: on the
+    committed repeat-h200 A/A, B's ResNet-18 training speedup sits on A's lower bound, so a second
+    draw of A's intervals counted 7 of 8 where A's report shows 8 of 8."""
+    import re
+    import sys
+
+    from conftest import ROOT
+
+    from analysis.context import compute_verdicts
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.aa_misses import misses
+
+    runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    a, b = runs["repeat-h200-a"], runs["repeat-h200-b"]
+    own = load([a])  # A's report alone, in its own connection
+    prepare(own)
+    compute_verdicts(own, a.run_id, stats.DEFAULT_REPS)
+    intervals = {cid: (lo, hi) for cid, lo, hi in own.con.execute(
+        "SELECT cell_id, speedup_lo, speedup_hi FROM verdicts WHERE run_id = 'repeat-h200-a'").fetchall()}
+    loaded = load([a, b])
+    prepare(loaded)
+    points_b = dict(loaded.con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = 'repeat-h200-b'").fetchall())
+    held = sum(lo <= points_b[cid] <= hi for cid, (lo, hi) in intervals.items() if cid in points_b)
+    rep = build_compare_report(loaded, a, b, [a, b], now="x")
+    line = next(s for s in rep.uncertainty_lines if "speedup interval holds" in s)
+    assert re.search(r"in (\d+) of (\d+) paired", line).groups() == (str(held), "8")
+    assert held == 8
+    n, miss = misses(loaded, "repeat-h200-a", "repeat-h200-b")
+    assert (n, len(miss)) == (8, 0)
