@@ -2,6 +2,7 @@
 
     python benchmarks/interval_coverage.py [--sims 400]
     python benchmarks/interval_coverage.py --aa [--sims 2000]
+    python benchmarks/interval_coverage.py --real A B [A B ...] [--data data/examples]
 
 Simulates cells timed in P fresh processes (8 blocks x 10 samples each, 2% noise per sample,
 every process and side at its own lognormal level with sd `between`), true speedup 1.5, and
@@ -15,6 +16,8 @@ them: how often A's 95% interval holds B's speedup estimate, and how often the 9
 change B/A holds no change (that is, no change is called); beside it, the same for a Welch
 interval on the two runs' per-process log speedups (a candidate replacement), and the ratio of
 the two intervals' median widths.
+With --real it puts the two change intervals side by side on committed run pairs (A/As and
+planted changes): intervals holding 0, cells each would call, and the width ratio.
 Figures in docs/measurement.md.
 """
 from __future__ import annotations
@@ -97,13 +100,63 @@ def welch(rng, a: np.ndarray, b: np.ndarray, reps: int = 20000) -> tuple[float, 
     return d - t * se, d + t * se
 
 
+def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> list[tuple]:
+    """The comparison's speedup-change interval against a Welch interval on committed run pairs:
+    per pair, cells with 3+ processes in both runs, how many intervals hold 0, how many would be
+    called (interval excludes 0 and the change is at least the minimum effect), median width ratio."""
+    from analysis.compare import _samples
+    from analysis.context import prepare
+    from analysis.load import discover_runs, load
+
+    found = {r.run_id: r for r in discover_runs(Path(data))}
+    rng = np.random.default_rng(0)
+    small = np.log1p(min_effect)
+    print(f"{'A':>28} {'B':>28} {'cells':>5} {'holds 0: now':>12} {'Welch':>6} {'called: now':>11} "
+          f"{'Welch':>6} {'width Welch/now':>15}")
+    out = []
+    for a, b in zip(runs[::2], runs[1::2]):
+        loaded = load([found[a], found[b]])
+        prepare(loaded)
+        sa = {c.key: c for c in _samples(loaded, a)["reps"]}
+        sb = {c.key: c for c in _samples(loaded, b)["reps"]}
+        keys = sorted(k for k in sa if k in sb and sa[k].processes >= 2 and sb[k].processes >= 2
+                      and not np.array_equal(sa[k].eager_ms, sa[k].compiled_ms))
+        ma = stats.bootstrap_medians([sa[k] for k in keys], seed=1)  # as analysis/compare.py draws them
+        mb = stats.bootstrap_medians([sb[k] for k in keys], seed=2)
+        now0 = welch0 = now_called = welch_called = 0
+        widths = []
+        for k in keys:
+            lo, hi = stats.interval(np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1])))
+            la = np.log(stats.process_medians(sa[k].eager_ms, sa[k].processes) /
+                        stats.process_medians(sa[k].compiled_ms, sa[k].processes))
+            lb = np.log(stats.process_medians(sb[k].eager_ms, sb[k].processes) /
+                        stats.process_medians(sb[k].compiled_ms, sb[k].processes))
+            wlo, whi = welch(rng, la, lb)
+            now0 += lo <= 0 <= hi
+            welch0 += wlo <= 0 <= whi
+            d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))
+            now_called += not (lo <= 0 <= hi) and abs(np.median(d_now)) >= small
+            welch_called += not (wlo <= 0 <= whi) and abs(lb.mean() - la.mean()) >= small
+            widths.append((whi - wlo) / (hi - lo))
+        print(f"{a:>28} {b:>28} {len(keys):>5} {now0:>12} {welch0:>6} {now_called:>11} {welch_called:>6} "
+              f"{np.median(widths) if widths else float('nan'):>15.2f}")
+        out.append((a, b, len(keys), now0, welch0, now_called, welch_called))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=400)
     ap.add_argument("--aa", action="store_true", help="simulate A/A comparisons (see above)")
+    ap.add_argument("--real", nargs="+", metavar="RUN", help="committed run pairs A B [A B ...]: the "
+                    "comparison's change interval against a Welch interval (see real())")
+    ap.add_argument("--data", default="data/examples")
     args = ap.parse_args()
     if args.aa:
         aa(args.sims)
+        return
+    if args.real:
+        real(args.data, args.real)
         return
     print(f"{'processes':>9} {'between sd':>10} {'one-level':>10} {'hier. bootstrap':>16} {'t over processes':>17}")
     for processes in (3, 5):

@@ -307,3 +307,21 @@ def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
     assert held == 8
     n, miss = misses(loaded, "repeat-h200-a", "repeat-h200-b")
     assert (n, len(miss)) == (8, 0)
+
+
+def test_the_welch_check_on_committed_runs():
+    """The evidence for keeping the comparison's (conservative) change interval: on the committed
+    exec/fork A/A the current interval holds 0 in 8 of 8 cells and calls nothing, while a Welch
+    interval on the same per-process values calls one cell; on the planted CPU run both call."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.interval_coverage import real
+
+    aa, planted = real(str(ROOT / "data" / "examples"),
+                       ["launch-cpu-exec", "launch-cpu-fork", "repeat-cpu-b", "repeat-cpu-planted10"])
+    assert aa[2:] == (8, 8, 7, 0, 1)
+    cells, now0, welch0, now_called, welch_called = planted[2:]
+    assert cells == 8 and now_called >= 1 and welch_called >= now_called and welch0 <= now0
