@@ -1,0 +1,32 @@
+"""The README leads with the verdict of the shipped H200 example exactly as the report writes it:
+the quoted block under "The answer first" is the rendered summary.md it links to (verdict, table,
+caveats). Re-rendering the example without restating the README fails here."""
+import re
+
+from conftest import ROOT
+
+
+def _readme_quote() -> tuple[str, list[str]]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The answer first", 1)[1].split("\n## ", 1)[0]
+    example = re.search(r"\(docs/examples/([^/]+)/summary\.md\)", section).group(1)
+    quoted, started = [], False
+    for line in section.splitlines():
+        if line.startswith(">"):
+            started = True
+            quoted.append(line[2:] if line.startswith("> ") else "")
+        elif started:
+            break
+    return example, quoted
+
+
+def test_the_readme_verdict_is_the_shipped_examples_summary():
+    example, quoted = _readme_quote()
+    summary = (ROOT / "docs" / "examples" / example / "summary.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(summary) if line.startswith(("Compiling ", "No cell")))
+    end = next(i for i, line in enumerate(summary) if line.startswith("Full report"))
+    body = summary[start:end]
+    while body and not body[-1].strip():
+        body.pop()
+    assert quoted == body
+    assert f"data/examples/{example}" in (ROOT / "README.md").read_text().split("## Quick start")[0]
