@@ -145,6 +145,24 @@ def test_cuda_questions_during_the_imports_get_the_probes_answers():
     assert os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == before
 
 
+def test_a_cuda_parent_without_a_usable_gpu_execs_without_a_second_parent(tmp_path):
+    """The CUDA probe runs right after `import torch`, before the rest of the preload: where CUDA
+    cannot start in a forked child (this machine), the parent says so at once and exec takes over;
+    a parent without Inductor would not help, so none is started."""
+    pytest.importorskip("torch")
+    lnch = ForkLauncher(sys.executable, device="cuda")
+    lnch.module = "tests.zygote_target"
+    try:
+        got, _ = _run(lnch, tmp_path, {"action": "ok"})
+        assert got["status"] == "ok" and got["ppid"] == os.getpid()
+        d = lnch.describe()
+        assert "CUDA did not start in a forked child" in d["fallback"] and d["parent_first_refusal"] is None
+        log = (tmp_path / "logs" / "launcher.log").read_text()
+        assert log.count("fork parent ===") == 1 and "imported" not in log  # the rest was not imported
+    finally:
+        lnch.close()
+
+
 def test_the_exec_launcher_runs_the_same_target(tmp_path):
     lnch = SubprocessLauncher(sys.executable)
     lnch.module = "tests.zygote_target"
