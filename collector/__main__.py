@@ -196,7 +196,7 @@ def _submit_slurm(args, matrix) -> int:
     run_id = args.run_id or default_run_id(matrix.preset, env)
     slurm.submit_run(matrix, env, Path(args.out), run_id, slurm.SubmititExecutor(settings),
                      allow_mixed=args.allow_mixed, resubmit_failed=args.retry_failed, python=args.python,
-                     settings=settings)
+                     settings=settings, launcher=args.launcher)
     return 0
 
 

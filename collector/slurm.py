@@ -9,8 +9,9 @@ What runs on a node is `run_cell_job(CellJob)`: the node's environment is probed
 with the run's (torch, device, GPU name); a node that differs writes nothing unless the run
 allows mixing (then its rows carry their own torch and GPU, as every row does). Then the cell is
 claimed (a second task given the same cell leaves it), measured exactly as locally (its cold
-process and replicates, collector.runner.measure_cell with the exec launcher), its row written
-atomically and the claim released.
+process and replicates, collector.runner.measure_cell; with the fork launcher, the default where
+the node has fork, a fork parent per task imports torch once for the cell's processes), its row
+written atomically and the claim released.
 
 The scheduler's state comes from `squeue` (a job not in the queue is finished, whatever its
 outcome; the row says which), not from `sacct`: without accounting sacct fails, and submitit's
@@ -60,6 +61,7 @@ class CellJob:
     environment: dict
     allow_mixed: bool = False
     python: str = sys.executable
+    launcher: str = "fork" if hasattr(os, "fork") else "exec"  # how the task starts the cell's processes
 
 
 def _job_id() -> str | None:
@@ -120,14 +122,17 @@ def run_cell_job(job: CellJob) -> str:
     # so `status` shows it lost and a resubmission measures it.
     previous = {sig: signal.signal(sig, runner.interrupt) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     runner.INTERRUPTED.clear()
+    launcher = (runner.ForkLauncher(job.python, device=env["device"]) if job.launcher == "fork"
+                else runner.SubprocessLauncher(job.python))
     try:
-        row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, runner.SubprocessLauncher(job.python))
+        row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
         runner.check_interrupted()
         store.write_row(row)
         return row["status"]
     except KeyboardInterrupt:
         return "stopped by the scheduler (no row written)"
     finally:
+        getattr(launcher, "close", lambda: None)()  # the task's fork parent, if it has one
         store.release(job.cell_id)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -204,7 +209,7 @@ def _write_submissions(run_dir: Path, data: dict) -> None:
 
 def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None,
                allow_mixed: bool = False, resubmit_failed: bool = False, python: str = sys.executable,
-               settings: SlurmSettings | None = None) -> Path:
+               settings: SlurmSettings | None = None, launcher: str = CellJob.launcher) -> Path:
     """Queue every cell of `matrix` that has no row and no live job; returns the run folder.
     The run's manifest is prepared as for a local run (one environment per run, the protocol)."""
     from collector.runner import RETRYABLE, RunError, _write_json, check_run_id, prepare_run, run_lock
@@ -238,11 +243,11 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
                 (store.cells_dir / f"{c.cell_id}.parquet").rename(store.cells_dir / f"{c.cell_id}.parquet.retried")
         n = len(subs["submissions"]) + 1
         # what `status --resubmit` needs to queue the same cells again from any later shell
-        subs.update(matrix=matrix.to_json(), allow_mixed=allow_mixed, python=python)
+        subs.update(matrix=matrix.to_json(), allow_mixed=allow_mixed, python=python, launcher=launcher)
         if settings is not None:
             subs["settings"] = asdict(settings)
         jobs = [CellJob(str(run_dir.resolve()), run_id, matrix.to_json(), c.cell_id,
-                        {k: env.get(k) for k in ENV_KEYS}, allow_mixed, python) for c in todo]
+                        {k: env.get(k) for k in ENV_KEYS}, allow_mixed, python, launcher) for c in todo]
         folder = run_dir / "slurm" / f"submission{n}"  # never reused: job ids restart with a cluster
         ids = executor.submit(jobs, folder)
         now = time.time()
@@ -376,7 +381,7 @@ def main(argv=None) -> int:
         matrix = Matrix.from_json(saved["matrix"])
         submit_run(matrix, manifest["environment"], run_dir.parent, manifest["run_id"], ex,
                    allow_mixed=saved.get("allow_mixed", False), python=saved.get("python", sys.executable),
-                   settings=ex.settings)
+                   settings=ex.settings, launcher=saved.get("launcher", CellJob.launcher))
     return 0
 
 

@@ -48,6 +48,7 @@ class FakeScheduler:
         job = dict(self.jobs)[job_id]
         monkeypatch.setattr(slurm, "node_environment", lambda python, device: dict(node_env))
         monkeypatch.setattr(runner, "SubprocessLauncher", OkLauncher)
+        monkeypatch.setattr(runner, "ForkLauncher", OkLauncher)
         monkeypatch.setenv("SLURM_ARRAY_JOB_ID", job_id.split("_")[0])
         monkeypatch.setenv("SLURM_ARRAY_TASK_ID", job_id.split("_")[1])
         self.live[job_id] = "RUNNING"
@@ -232,6 +233,9 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     assert st["counts"] == {"done": 2}, st
     rows = sorted((run_dir / "cells").glob("*.parquet"))
     assert len(rows) == 2 and not list((run_dir / "claims").iterdir())
+    for row in rows:  # each task forked the cell's processes from its own parent (imports once)
+        headers = [h for h in (run_dir / "logs" / f"{row.stem}.log").read_text().splitlines() if h.startswith("=== ")]
+        assert headers and all(h.endswith("(forked) ===") for h in headers), headers
     # a third run: its one task is cancelled while it runs, shows as lost, and is queued again
     proc = _collect(["--modes", "default", "--run-id", "c"], tmp_path)
     assert proc.returncode == 0, proc.stderr
