@@ -172,7 +172,7 @@ def _no_cuda_driver(with_torch: bool):
             def logged(*a, _name=name, **k):
                 known = _name in guard.answers
                 if not _PROBE_CHILD:
-                        print(f"fork parent: torch.cuda.{_name}() during the imports, from {caller()}"
+                    print(f"fork parent: torch.cuda.{_name}() during the imports, from {caller()}"
                           + (f"; answered {guard.answers[_name]!r} from the probe" if known else ""),
                           file=sys.stderr, flush=True)
                 return guard.answers[_name] if known else saved[_name](*a, **k)
