@@ -126,7 +126,8 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
         now0 = welch0 = now_called = welch_called = 0
         widths = []
         for k in keys:
-            lo, hi = stats.interval(np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1])))
+            d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))  # the change's replicates
+            lo, hi = stats.interval(d_now)
             la = np.log(stats.process_medians(sa[k].eager_ms, sa[k].processes) /
                         stats.process_medians(sa[k].compiled_ms, sa[k].processes))
             lb = np.log(stats.process_medians(sb[k].eager_ms, sb[k].processes) /
@@ -134,7 +135,6 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
             wlo, whi = welch(rng, la, lb)
             now0 += lo <= 0 <= hi
             welch0 += wlo <= 0 <= whi
-            d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))
             now_called += not (lo <= 0 <= hi) and abs(np.median(d_now)) >= small
             welch_called += not (wlo <= 0 <= whi) and abs(lb.mean() - la.mean()) >= small
             widths.append((whi - wlo) / (hi - lo))

@@ -133,9 +133,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="slurm: let nodes whose torch or GPU differs from the run's write their rows")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
     p.add_argument("--launcher", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec",
-                   help="how each cell process starts: fork it from a parent that has imported torch and Dynamo "
-                        "(and Inductor, for CPU cells) once (default; saves ~8-10 s a process) or exec a "
-                        "fresh interpreter")
+                   help="how each cell process starts: fork it from a parent that has imported torch, Dynamo "
+                        "and Inductor once (default; saves ~8-10 s a process) or exec a fresh interpreter")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
     return p.parse_args(argv)
 

@@ -375,7 +375,7 @@ class ForkLauncher(SubprocessLauncher):
 
     def _start_parent(self, logs_dir: Path) -> None:
         hello = self._try_parent(logs_dir, self.preload)
-        if not hello.get("ready") and self.retry_preload is not None and "did not start" not in str(hello.get("why")):
+        if not hello.get("ready") and self.retry_preload is not None and not hello.get("cuda_failed"):
             # e.g. Inductor's import asked the CUDA driver: a parent without it still saves torch's import
             self.first_refusal = str(hello.get("why"))
             print(f"note: fork parent with {', '.join(hello.get('modules') or ['the full preload'])} not used "

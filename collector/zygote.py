@@ -13,7 +13,7 @@ and hash seed; docs/measurement.md says what the A/A between the two launchers s
 
 Protocol (a SOCK_SEQPACKET socket inherited, its fd number in argv[1]; one JSON message per packet):
 - parent -> launcher: {"ready": true, "import_s": s, "pid": p, "modules": [...]} or
-  {"ready": false, "why": ..., "modules": [...]};
+  {"ready": false, "why": ..., "modules": [...], "cuda_failed": bool};
 - launcher -> parent: {"module": m, "args": [...], "env": {...}} with the write end of the
   cell's output pipe attached (SCM_RIGHTS); the child calls m.main(args);
 - parent -> launcher: {"pid": child} once forked (or {"refused": why}), then
@@ -45,6 +45,7 @@ PRELOAD = ("torch", "torch._dynamo", "collector.cell", "torch._inductor.compile_
 NO_INDUCTOR_PRELOAD = PRELOAD[:3]
 PRELOAD_ENV = "TCB_ZYGOTE_PRELOAD"  # comma-separated modules instead of PRELOAD (the tests' light parent)
 CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child before serving
+CUDA_FAILED = "CUDA did not start in a forked child"
 # Environment variables a request may set differently from the parent's: read when used, not at
 # import. Anything else that differs would be seen by the child in the parent's version (torch
 # reads many variables at import), so such a request is refused and the launcher execs instead.
@@ -221,7 +222,7 @@ def _probe_cuda() -> tuple[int, str | None]:
     said = b"".join(chunks).decode(errors="replace")
     if os.waitstatus_to_exitcode(status) == 0 and said.startswith("ok "):
         return int(said.split()[1]), None
-    return 0, f"CUDA did not start in a forked child: {said or f'wait status {status}'}"
+    return 0, f"{CUDA_FAILED}: {said or f'wait status {status}'}"
 
 
 def serve(sock: socket.socket) -> None:
@@ -265,7 +266,8 @@ def serve(sock: socket.socket) -> None:
     except BaseException as exc:  # noqa: BLE001
         why, import_s = f"import failed: {type(exc).__name__}: {exc}", None
     if why:
-        _send(sock, {"ready": False, "why": why, "modules": names})
+        # a failed CUDA probe: no parent can serve CUDA cells, whatever it imports (no retry)
+        _send(sock, {"ready": False, "why": why, "modules": names, "cuda_failed": why.startswith(CUDA_FAILED)})
         return
     _send(sock, {"ready": True, "import_s": import_s, "pid": os.getpid(), "modules": names})
     while True:
