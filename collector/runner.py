@@ -102,10 +102,32 @@ def plan_workers(gpus: list[int] | None) -> list[Worker]:
         cores = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux: no pinning
         return [Worker(gpu=g) for g in gpus]
-    per = len(cores) // len(gpus)
-    if per < 1:
+    if len(cores) < len(gpus):
         raise ValueError(f"{len(gpus)} GPU workers need at least as many CPU cores; this process has {len(cores)}")
-    return [Worker(gpu=g, cpus=tuple(cores[i * per:(i + 1) * per])) for i, g in enumerate(gpus)]
+    groups = physical_cores(cores)
+    if len(groups) < len(gpus) or os.environ.get("TCB_CPU_SPLIT") == "logical":
+        groups = [(c,) for c in cores]  # too few physical cores (or asked for): split logical CPUs
+    per = len(groups) // len(gpus)
+    return [Worker(gpu=g, cpus=tuple(sorted(c for grp in groups[i * per:(i + 1) * per] for c in grp)))
+            for i, g in enumerate(gpus)]
+
+
+def physical_cores(cpus: list[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:
+    """`cpus` grouped by the physical core they belong to (SMT siblings together), in order.
+
+    Splitting logical CPUs by number can give two workers the two hardware threads of one core
+    (a common numbering puts sibling i + N/2 beside i): the neighbour's compile workers then share
+    the core that runs this worker's timed loop. Whole cores go to one worker instead. Where the
+    topology cannot be read, each CPU is its own group."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c in cpus:
+        topo = sysfs / f"cpu{c}" / "topology"
+        try:
+            key = ((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip())
+        except OSError:
+            key = ("?", str(c))
+        groups.setdefault(key, []).append(c)
+    return sorted((tuple(sorted(g)) for g in groups.values()), key=lambda g: g[0])
 
 
 def dir_bytes(path: Path) -> int | None:

@@ -204,6 +204,30 @@ def test_plan_workers_splits_cores_and_refuses_bad_lists():
         plan_workers(list(range(len(cores) + 1)))
 
 
+def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
+    """8 logical CPUs, 4 cores with two threads each, numbered the common way (sibling of i is
+    i + 4): split by number, worker 0 would get 0-3 and worker 1 their siblings 4-7, so every
+    core would run both workers. Split by core, each worker gets two whole cores."""
+    from collector import runner
+
+    for c in range(8):
+        topo = tmp_path / f"cpu{c}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{c % 4}\n")
+    assert runner.physical_cores(list(range(8)), tmp_path) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(8)))
+    real = runner.physical_cores
+    monkeypatch.setattr(runner, "physical_cores", lambda cpus: real(cpus, tmp_path))
+    a, b = runner.plan_workers([0, 1])
+    assert (a.cpus, b.cpus) == ((0, 1, 4, 5), (2, 3, 6, 7))
+    monkeypatch.setenv("TCB_CPU_SPLIT", "logical")  # the old split, kept for the A/B on the GPU
+    a, b = runner.plan_workers([0, 1])
+    assert (a.cpus, b.cpus) == ((0, 1, 2, 3), (4, 5, 6, 7))
+    monkeypatch.delenv("TCB_CPU_SPLIT")
+    assert real([0, 1], tmp_path / "missing") == [(0,), (1,)]  # no topology: as before
+
+
 def test_parse_gpus_names_the_valid_choices():
     from collector.__main__ import parse_gpus
 
@@ -338,10 +362,10 @@ def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, r
 
 
 @pytest.mark.parametrize("run_id,preset", [("repeat-h200-a", "repeat"), ("repeat-h200-b", "repeat"),
-                                            ("default-h200-p3", "default")])
+                                            ("default-h200-p3", "default"), ("shapes-h200-p3", "shapes")])
 def test_shipped_replicate_runs_resume_under_their_preset(tmp_path, capsys, run_id, preset):
     """The 3-process runs resume under their current preset (its default protocol), each missing
-    cell measured in 3 processes (default-h200-p3: the cells a later GPU session still has to add)."""
+    cell measured in 3 processes (one cell is removed from each copy: the H200 runs are complete)."""
     import shutil
 
     from conftest import ROOT
@@ -352,6 +376,9 @@ def test_shipped_replicate_runs_resume_under_their_preset(tmp_path, capsys, run_
     done = {p.stem for p in (src / "cells").glob("*.parquet")}
     m = mx.build_matrix(preset)
     assert done <= {c.cell_id for c in m.cells}
+    lost = sorted(done)[0]  # a cell lost from the copy is measured again, in 3 processes
+    (tmp_path / run_id / "cells" / f"{lost}.parquet").unlink()
+    done.discard(lost)
     launcher = ReplicateLauncher()
     collect(m, env, tmp_path, run_id, launcher)
     assert f"{len(done)} already done, {len(m.cells) - len(done)} to measure" in capsys.readouterr().out
