@@ -138,11 +138,12 @@ def _samples(loaded: Loaded, run_id: str) -> dict:
 def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:
     """Each compiled cell's 95% speedup interval as the run's own report computes it
     (context.compute_verdicts, table `verdicts`), computed here if the report has not been."""
-    con = loaded.con
     query = "SELECT cell_id, speedup_lo, speedup_hi FROM verdicts WHERE run_id = $run_id"
-    if not con.execute(query, {"run_id": run_id}).fetchall():
+    rows = loaded.con.execute(query, {"run_id": run_id}).fetchall()
+    if not rows:
         compute_verdicts(loaded, run_id, reps)
-    return {cid: (lo, hi) for cid, lo, hi in con.execute(query, {"run_id": run_id}).fetchall()}
+        rows = loaded.con.execute(query, {"run_id": run_id}).fetchall()
+    return {cid: (lo, hi) for cid, lo, hi in rows}
 
 
 def check_comparable(a: Run, b: Run) -> list[str]:

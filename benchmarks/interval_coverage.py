@@ -100,6 +100,11 @@ def welch(rng, a: np.ndarray, b: np.ndarray, reps: int = 20000) -> tuple[float, 
     return d - t * se, d + t * se
 
 
+def log_process_speedups(c) -> np.ndarray:
+    """A cell's per-process log speedups (eager / compiled median of each process)."""
+    return np.log(stats.process_medians(c.eager_ms, c.processes) / stats.process_medians(c.compiled_ms, c.processes))
+
+
 def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> list[tuple]:
     """The comparison's speedup-change interval against a Welch interval on committed run pairs:
     per pair, cells with 3+ processes in both runs, how many intervals hold 0, how many would be
@@ -128,10 +133,7 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
         for k in keys:
             d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))  # the change's replicates
             lo, hi = stats.interval(d_now)
-            la = np.log(stats.process_medians(sa[k].eager_ms, sa[k].processes) /
-                        stats.process_medians(sa[k].compiled_ms, sa[k].processes))
-            lb = np.log(stats.process_medians(sb[k].eager_ms, sb[k].processes) /
-                        stats.process_medians(sb[k].compiled_ms, sb[k].processes))
+            la, lb = log_process_speedups(sa[k]), log_process_speedups(sb[k])
             wlo, whi = welch(rng, la, lb)
             now0 += lo <= 0 <= hi
             welch0 += wlo <= 0 <= whi
