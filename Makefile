@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 # every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
 # typo that would otherwise be ignored silently
-KNOWN_VARS := PYTHON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
+KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
   CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT WATCH
@@ -37,7 +37,11 @@ PRESET ?= auto
 RUN ?=
 RUNS ?= data/runs
 opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
-COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" --python "$(PY)" \
+# PYTHONS="<python> [<label>=<python> ...]": the same matrix under several interpreters (torch versions),
+# interleaved cell by cell on this machine; each writes its own run <RUN>-<label>
+PYTHONS ?=
+COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(foreach p,$(PYTHONS),--python "$(p)"),--python "$(PY)") \
+  $(call opt,--plant-on,$(PLANT_ON)) \
   $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
@@ -62,6 +66,8 @@ help: ## list the targets
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   PROCESSES=<n> (fresh processes timing each cell, default 3)"
 	@echo "                   PLANT_SLOWDOWN=<pct> (test option: slow each compiled step by pct%)"
+	@echo "                   PYTHONS=\"python3 [label=]/path/to/python ...\" (several torch versions, interleaved"
+	@echo "                     cell by cell on this machine; runs <RUN>-<label>) PLANT_ON=<label> (plant in one only)"
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"
 	@echo "                   RETRY=1 (measure again the cells whose saved row failed)"
 	@echo "                   CELLS=<pattern>[,<pattern>] (only the cells whose id matches, e.g. 'gpt__*__bs128__*')"

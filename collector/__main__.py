@@ -16,6 +16,7 @@ import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import math
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ from collector import matrix as mx  # noqa: E402
 from collector import envinfo, models, schema, shard  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
 from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, ForkLauncher, RunError, SubprocessLauncher,  # noqa: E402
-                              check_run_id, collect, default_run_id, interrupt, plan_workers)
+                              Target, check_run_id, collect_targets, default_run_id, interrupt,
+                              plan_workers)
 
 
 def _csv(kind):
@@ -131,7 +133,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="array tasks running at once (default 16)")
     p.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
                    help="slurm: let nodes whose torch or GPU differs from the run's write their rows")
-    p.add_argument("--python", default=sys.executable, help="interpreter that runs each cell")
+    p.add_argument("--python", action="append", dest="pythons", metavar="[LABEL=]PATH",
+                   help="interpreter that runs each cell (default: this one). Repeat it to measure the same "
+                        "matrix under several interpreters (torch versions) on this machine, interleaved cell by "
+                        "cell; each writes its own run, <run id>-<LABEL> (LABEL default: torch<version>)")
+    p.add_argument("--plant-on", type=_csv(str), dest="plant_on", metavar="LABEL[,LABEL]",
+                   help="with several --python: plant the slowdown (--plant-slowdown) in these interpreters' "
+                        "runs only (default: all)")
     p.add_argument("--launcher", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec",
                    help="how each cell process starts: fork it from a parent that has imported torch, Dynamo "
                         "and Inductor once (default; saves ~8-10 s a process) or exec a fresh interpreter")
@@ -152,6 +160,26 @@ def _sharded(matrix: mx.Matrix, kn, patterns=None):
 
 def _shard_run_id(run_id: str | None, kn) -> str | None:
     return shard.run_id_for(run_id, *kn) if (run_id and kn) else run_id
+
+
+def split_python(text: str) -> tuple[str | None, str]:
+    """`[LABEL=]PATH` -> (LABEL or None, PATH). A label is a run id's tail: letters, digits, . _ -."""
+    label, sep, path = text.partition("=")
+    if not sep or os.sep in label:
+        return None, text
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", label):
+        raise ValueError(f"--python {text!r}: the label {label!r} must be 1-41 letters, digits, '.', '_' or '-'")
+    return label, path
+
+
+def target_labels(given: list[str | None], envs: list[dict]) -> list[str]:
+    """Each interpreter's label: the one given, else torch<version>; repeats get -2, -3, ..."""
+    labels, seen = [], {}
+    for label, env in zip(given, envs):
+        label = label or re.sub(r"[^A-Za-z0-9._-]+", "-", f"torch{env['torch_version']}")
+        seen[label] = seen.get(label, 0) + 1
+        labels.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
+    return labels
 
 
 def check_python(python: str) -> None:
@@ -258,24 +286,53 @@ def main(argv: list[str] | None = None) -> int:
             if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
                 return dry_run(matrix, Path(args.out), args.run_id)
             if args.executor == "slurm":
+                if len(args.pythons or []) > 1:
+                    raise ValueError("several --python interpreters are measured interleaved on one machine; "
+                                     "EXECUTOR=slurm takes one")
+                args.python = split_python((args.pythons or [sys.executable])[0])[1]
                 return _submit_slurm(args, matrix)
         elif args.executor == "slurm":
             raise ValueError("EXECUTOR=slurm needs a preset (PRESET=...): the nodes' device is not known here")
-        env = probe_env(args.python, args.device or (matrix.device if preset != "auto" else "auto"))
+        given = [split_python(t) for t in (args.pythons or [sys.executable])]
+        env = probe_env(given[0][1], args.device or (matrix.device if preset != "auto" else "auto"))
         if preset == "auto":
             preset = "default" if env["device"] == "cuda" else "smoke"
             matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn, args.cells)
             print(f"preset auto -> {preset} ({env['device']})")
+        envs = [env] + [probe_env(path, env["device"]) for _, path in given[1:]]
+        labels = target_labels([label for label, _ in given], envs)
+        if len(given) == 1:
+            run_ids = [_shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn)]
+        else:
+            run_ids = [_shard_run_id(f"{args.run_id}-{label}" if args.run_id else default_run_id(matrix.preset, e)
+                                     + (f"-{label}" if label != f"torch{e['torch_version']}" else ""), shard_kn)
+                       for label, e in zip(labels, envs)]
+            for r in run_ids:
+                check_run_id(r)
+            if len(set(run_ids)) != len(run_ids):
+                raise ValueError(f"the interpreters would share a run ({', '.join(run_ids)}): "
+                                 "label them, --python LABEL=PATH")
+        unknown = sorted(set(args.plant_on or []) - set(labels))
+        if unknown:
+            raise ValueError(f"--plant-on {','.join(unknown)}: no such interpreter label; valid: {', '.join(labels)}")
         if args.dry_run:
-            return dry_run(matrix, Path(args.out),
-                           _shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn))
+            for r in run_ids:
+                dry_run(matrix, Path(args.out), r)
+            return 0
         workers = plan_workers(parse_gpus(args.gpus, env))
-        run_id = _shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn)
-        launcher = (ForkLauncher(args.python, device=env["device"]) if args.launcher == "fork"
-                    else SubprocessLauncher(args.python))
-        run_dir = collect(matrix, env, Path(args.out), run_id, launcher, workers=workers,
-                          retry_failed=args.retry_failed, stop_after_s=args.stop_after)
-        print(f"done: {run_dir}  (make report renders it)")
+        targets = []
+        for (label, path), e, lab, rid in zip(given, envs, labels, run_ids):
+            m = matrix
+            if args.plant_on and lab not in args.plant_on:
+                m = dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, plant_slowdown_pct=0))
+            launcher = (ForkLauncher(path, device=e["device"]) if args.launcher == "fork"
+                        else SubprocessLauncher(path))
+            targets.append(Target(m, e, rid, launcher, label=lab,
+                                  interleaved_with=tuple(r for r in run_ids if r != rid)))
+        run_dirs = collect_targets(targets, Path(args.out), workers=workers,
+                                   retry_failed=args.retry_failed, stop_after_s=args.stop_after)
+        for run_dir in run_dirs:
+            print(f"done: {run_dir}  (make report renders it)")
         return 0
     except (mx.MatrixError, shard.ShardError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

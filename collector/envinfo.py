@@ -113,6 +113,38 @@ def measure_peak_tflops(torch, device: str) -> dict:
     return out
 
 
+def measure_host_dispatch(torch, device: str) -> dict:
+    """The host's pace at issuing work, measured once per run: microseconds per eager op
+    (`x.add_(1)` on a one-element tensor), issued back to back (`dispatch_us`: Python, the
+    dispatcher and, on CUDA, the kernel launch) and each followed by a synchronise
+    (`dispatch_sync_us`: plus the round trip to the device). Median of 7 batches of 500 after one
+    warm-up batch. Launch-bound cells move with this figure between machines (docs/measurement.md);
+    it also moves with the torch version, which pays the dispatch."""
+    import statistics
+    import time
+
+    try:
+        x = torch.zeros(1, device=device)
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        out = {}
+        for name, each in (("dispatch_us", False), ("dispatch_sync_us", True)):
+            per = []
+            for batch in range(8):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(500):
+                    x.add_(1)
+                    if each:
+                        sync()
+                sync()
+                if batch:
+                    per.append((time.perf_counter() - t0) / 500 * 1e6)
+            out[name] = round(statistics.median(per), 3)
+        return out
+    except Exception as exc:  # a figure we cannot measure stays absent, with the reason
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def probe(device: str) -> dict:
     """Everything DESIGN.md lists that can be read before the first cell."""
     import torch
@@ -150,6 +182,7 @@ def probe(device: str) -> dict:
         env.update(_nvml(str(props.uuid)))
     env["device_name"] = env["gpu_name"] if device == "cuda" else env["cpu_model"]
     env["peak_tflops"] = measure_peak_tflops(torch, device)
+    env["host_calibration"] = measure_host_dispatch(torch, device)
     return env
 
 

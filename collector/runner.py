@@ -737,14 +737,89 @@ def _kill_all(launchers) -> None:
             kill()
 
 
+@dataclass
+class Target:
+    """One run this session writes: its matrix, environment (from its interpreter), run id and
+    launcher. Several targets are the same matrix under several interpreters (torch versions),
+    measured interleaved (collect_targets)."""
+    matrix: Matrix
+    env: dict
+    run_id: str
+    launcher: Launcher
+    label: str = ""
+    interleaved_with: tuple[str, ...] = ()
+
+
+@dataclass
+class _Open:
+    """A target's run folder, opened and locked for this session."""
+    target: Target
+    run_dir: Path
+    store: RunStore
+    manifest: dict
+    todo: list
+    already: int
+
+
+def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers: list[Worker],
+                 retry_failed: bool, out) -> _Open:
+    """Create (or reopen) the target's run folder under its lock; returns what is left to measure."""
+    run_dir = Path(out_dir) / check_run_id(t.run_id)
+    store = RunStore(run_dir)  # the local executor: one writer, under the run lock
+    try:
+        store.create()
+        store.check_writable()
+    except OSError as exc:
+        raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
+    stack.enter_context(run_lock(run_dir))
+    store.sweep_temporaries()
+    manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
+    manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
+    if t.interleaved_with:
+        # which runs this session measured cell by cell beside this one, on this machine
+        manifest["sessions"][-1]["interleaved_with"] = list(t.interleaved_with)
+        manifest["interleaved_with"] = sorted(set(manifest.get("interleaved_with", [])) | set(t.interleaved_with))
+    saved = store.set_aside_bad(out)
+    done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
+    todo = [c for c in t.matrix.cells if c.cell_id not in done]
+    return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
+
+
+def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
+    """The session's queue: (target index, cell) in matrix order, every target's copy of a cell
+    next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
+    so that neither version always runs first after the other. Cells a target has already saved
+    are left out of its turn."""
+    queue, turn = [], 0
+    for cid in cell_ids:
+        here = [(i, c) for i, o in enumerate(opened) for c in o.todo if c.cell_id == cid]
+        if not here:
+            continue
+        queue.extend(here if turn % 2 == 0 else here[::-1])
+        turn += 1
+    return queue
+
+
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
             out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
             retry_failed: bool = False, stop_after_s: float | None = None) -> Path:
     """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
+    (collect_targets with one target.)"""
+    return collect_targets([Target(matrix, env, run_id, launcher)], out_dir, out=out, clock=clock,
+                           workers=workers, retry_failed=retry_failed, stop_after_s=stop_after_s)[0]
 
-    `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own launcher
-    from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row failed
-    (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
+
+def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Callable[[], float] = time.monotonic,
+                    workers: list[Worker] | None = None, retry_failed: bool = False,
+                    stop_after_s: float | None = None) -> list[Path]:
+    """Measure every cell of each target's matrix not yet in its run folder; returns the run
+    directories, in the targets' order.
+
+    Several targets (one per interpreter: torch versions side by side) are measured interleaved,
+    cell by cell, their order alternating (`interleave`), so drift and the machine fall on every
+    version alike. `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own
+    launcher from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row
+    failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
     KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
     every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
     passed no new cell starts (the cells in flight finish), so a time-limited machine ends
@@ -752,40 +827,38 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
     """
     out = out or sys.stdout
     workers = workers or [Worker()]
-    run_dir = Path(out_dir) / check_run_id(run_id)
-    store = RunStore(run_dir)  # the local executor: one writer, under the run lock
-    cells_dir = store.cells_dir
-    try:
-        store.create()
-        store.check_writable()
-    except OSError as exc:
-        raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
-    with run_lock(run_dir):
-        store.sweep_temporaries()
-        manifest = prepare_run(run_dir, run_id, matrix, env)
-        manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-        saved = store.set_aside_bad(out)
-        done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
-        todo = [c for c in matrix.cells if c.cell_id not in done]
-        already = len(matrix.cells) - len(todo)
+    ids = [t.run_id for t in targets]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"two interpreters would write the same run {ids}: give each its own label")
+    with contextlib.ExitStack() as stack:
+        opened = [_open_target(t, out_dir, stack, workers, retry_failed, out) for t in targets]
+        several = len(opened) > 1
+        cells_dirs = ", ".join(str(o.store.cells_dir) for o in opened)
         where = (f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})"
                  if len(workers) > 1 else "")
-        print(f"run {run_id}: {len(matrix.cells)} cells in matrix '{matrix.preset}', {already} already done, "
-              f"{len(todo)} to measure on {env['device']} ({env['device_name']}){where}, "
-              f"{matrix.protocol.processes} process(es) each, "
-              f"torch {env['torch_version']}", file=out, flush=True)
-        if len(todo) >= LARGE_MATRIX:
-            print(size_note(len(todo), matrix.protocol.processes, len(workers)), file=out, flush=True)
-        progress = Progress(len(todo), out=out, clock=clock, workers=len(workers))
+        for o in opened:
+            t = o.target
+            print(f"run {t.run_id}: {len(t.matrix.cells)} cells in matrix '{t.matrix.preset}', {o.already} already "
+                  f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
+                  f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
+                  + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
+        if several:
+            print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
+        queue = list(enumerate(interleave(opened, [c.cell_id for c in targets[0].matrix.cells]), 1))
+        total = len(queue)
+        if total >= LARGE_MATRIX:
+            print(size_note(total, targets[0].matrix.protocol.processes, len(workers)), file=out, flush=True)
+        progress = Progress(total, out=out, clock=clock, workers=len(workers))
         lock = threading.Lock()
-        queue = list(enumerate(todo, 1))
         stop = threading.Event()
         failure: list[BaseException] = []
-        launchers = [launcher] if workers == [Worker()] else [launcher.for_worker(w) for w in workers]
+        # launchers[worker][target]
+        launchers = [[t.launcher for t in targets]] if workers == [Worker()] else \
+            [[t.launcher.for_worker(w) for t in targets] for w in workers]
         session_start = clock()
         budget_hit = threading.Event()
 
-        def work(worker: Worker, own: Launcher) -> None:
+        def work(worker: Worker, own: list) -> None:
             while not stop.is_set():
                 check_interrupted()
                 with lock:
@@ -794,33 +867,37 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                     if stop_after_s is not None and clock() - session_start >= stop_after_s:
                         budget_hit.set()
                         return
-                    k, cell = queue.pop(0)
-                    progress.start(k, cell.label() + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
+                    k, (ti, cell) = queue.pop(0)
+                    o = opened[ti]
+                    label = cell.label() + (f" [{o.target.label}]" if several else "")
+                    progress.start(k, label + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
                 t0 = clock()
                 try:
-                    row = measure_cell(cell, matrix, env, run_id, run_dir, own, clock, worker, len(workers))
+                    row = measure_cell(cell, o.target.matrix, o.target.env, o.target.run_id, o.run_dir, own[ti],
+                                       clock, worker, len(workers))
                 except OSError as exc:  # the cell's log or cache folder: a full or read-only disk
-                    raise RunError(f"cannot write the files of cell {cell.cell_id} under {run_dir}: "
+                    raise RunError(f"cannot write the files of cell {cell.cell_id} under {o.run_dir}: "
                                    f"{exc.strerror or exc}; the {len(progress.rows)} cell(s) finished before it "
                                    "are saved; fix the cause and run the same command to resume") from None
                 if stop.is_set():  # interrupted while it ran: its result is not trusted
                     return
                 try:
-                    store.write_row(row)
+                    o.store.write_row(row)
                 except OSError as exc:
-                    raise RunError(f"cannot write {cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
+                    raise RunError(f"cannot write {o.store.cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "
                                    "fix the cause and run the same command to resume") from None
                 with lock:
-                    progress.done(row, clock() - t0, label=cell.label() if len(workers) > 1 else None)
+                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None)
 
-        def guarded(worker: Worker, own: Launcher) -> None:
+        def guarded(worker: Worker, own: list) -> None:
             try:
                 work(worker, own)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 failure.append(exc)
                 stop.set()
 
+        all_launchers = [lnch for row in launchers for lnch in row]
         try:
             if len(workers) == 1:
                 work(workers[0], launchers[0])
@@ -836,40 +913,46 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                     raise failure[0]
         except BaseException as exc:  # Ctrl-C, SIGTERM, a write error in a worker: stop every cell in flight
             stop.set()
-            _kill_all(launchers)
+            _kill_all(all_launchers)
             if isinstance(exc, KeyboardInterrupt):
                 print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
-                      f"{cells_dir}; run the same command again to resume", file=out, flush=True)
+                      f"{cells_dirs}; run the same command again to resume", file=out, flush=True)
                 REPORTED.set()
             raise
         finally:  # a stop signal only sets a flag: these writes always finish
-            described = [d for d in (getattr(lnch, "describe", lambda: None)() for lnch in launchers) if d]
-            if described:
-                manifest["sessions"][-1]["launchers"] = described
-            for lnch in launchers:
+            for ti, o in enumerate(opened):
+                mine = [row[ti] for row in launchers]
+                described = [d for d in (getattr(lnch, "describe", lambda: None)() for lnch in mine) if d]
+                if described:
+                    o.manifest["sessions"][-1]["launchers"] = described
+            for lnch in all_launchers:
                 getattr(lnch, "close", lambda: None)()
-            try:
-                compact_run(run_dir)
-            except Exception as exc:  # an optimisation only: the cell files are complete without it
-                print(f"note: could not compact {run_dir}: {exc}", file=out)
-            manifest["sessions"][-1]["finished_at"] = _now()
-            manifest["sessions"][-1]["cells_measured"] = len(progress.rows)
-            try:
-                _write_json(run_dir / "run.json", manifest)
-            except OSError as exc:  # must not hide why the session ended; the cells are saved
-                print(f"note: could not update {run_dir / 'run.json'} ({exc.strerror or exc}); "
-                      "the cell files are complete and the next session rewrites it", file=out, flush=True)
+            for o in opened:
+                try:
+                    compact_run(o.run_dir)
+                except Exception as exc:  # an optimisation only: the cell files are complete without it
+                    print(f"note: could not compact {o.run_dir}: {exc}", file=out)
+                o.manifest["sessions"][-1]["finished_at"] = _now()
+                o.manifest["sessions"][-1]["cells_measured"] = sum(
+                    1 for r in progress.rows if r.get("run_id") == o.target.run_id)
+                try:
+                    _write_json(o.run_dir / "run.json", o.manifest)
+                except OSError as exc:  # must not hide why the session ended; the cells are saved
+                    print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc}); "
+                          "the cell files are complete and the next session rewrites it", file=out, flush=True)
         if INTERRUPTED.is_set():  # a stop that arrived after the last cell, e.g. during compaction
             print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
-                  f"{cells_dir}; run the same command again to resume", file=out, flush=True)
+                  f"{cells_dirs}; run the same command again to resume", file=out, flush=True)
             REPORTED.set()
             raise KeyboardInterrupt("stop requested")
+        already = sum(o.already for o in opened)
         print(progress.summary(skipped_done=already), file=out, flush=True)
-        if not todo:
-            print(f"nothing to measure: all {already} cells of run {run_id} are saved. To measure them again, "
+        if not total:
+            names = ", ".join(ids)
+            print(f"nothing to measure: all {already} cells of run {names} are saved. To measure them again, "
                   "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
                   "again, RETRY=1 (--retry-failed).", file=out, flush=True)
         if budget_hit.is_set():
             print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
                   "run the same command again to resume", file=out, flush=True)
-    return run_dir
+    return [o.run_dir for o in opened]

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU version comparison's device commands (docs/comparison.md, "Versions on a GPU"), one stage a call:
+#   bash benchmarks/versions_gpu.sh install VERSION      join the pieces carried under .carry/g*/ into .whl/torch-VERSION
+#                                                        and install them (shared/torch-stack's install half, sent with them)
+#   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions under every interpreter PY, interleaved
+#                                                        cell by cell; start no cell after SECONDS (the same call resumes)
+#   bash benchmarks/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
+#                                                        run directly (direct), through a virtualenv whose only packages
+#                                                        are the image's (venv), and through that virtualenv with every
+#                                                        compiled step slowed by 5% (venvp5), interleaved
+# Every stage ends by packing data/runs into $OUT/runs.tgz.
+set -uo pipefail
+stage=$1; shift
+pack() { [ -n "${OUT:-}" ] && [ -d data/runs ] && tar czf "$OUT/runs.tgz" data/runs; }
+trap pack EXIT
+case $stage in
+  install)
+    v=$1; dir=.whl/torch-$v
+    if [ ! -x /tmp/torch-$v/bin/python ]; then
+      mkdir -p "$dir" && for g in .carry/g*/; do mv "$g"* "$dir"/; done
+      bash "$dir/torch-stack" install "$dir" 2>&1 | tail -5
+    fi ;;
+  release)
+    run=$1 secs=$2; shift 2
+    make collect PYTHON=python3 PRESET=versions RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
+  aa)
+    run=$1 secs=$2 cells=$3
+    venv=/tmp/venv-image
+    if [ ! -x $venv/bin/python ]; then
+      python3 -m venv --without-pip $venv
+      sp=$($venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$sp/zz-machine-site.pth"
+    fi
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
+      PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
+  *) echo "stages: install VERSION | release RUN SECONDS PY... | aa RUN SECONDS CELLS" >&2; exit 2 ;;
+esac
