@@ -170,8 +170,10 @@ def amortization(rows: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def forest(rows: list[tuple], path: Path) -> Path | None:
-    """Speedup change B/A per cell with its 95% interval. rows: (label, point, lo, hi), sorted."""
+def forest(rows: list[tuple], path: Path, xlabel: str = "speedup in B / speedup in A (95% CI)",
+           title: str | None = None) -> Path | None:
+    """A ratio B/A per cell with its 95% interval (the speedup change by default). rows: (label,
+    point, lo, hi), sorted."""
     if not rows:
         return None
     total, rows = len(rows), rows[:MAX_BARS]
@@ -183,7 +185,28 @@ def forest(rows: list[tuple], path: Path) -> Path | None:
                 fmt="o", capsize=3)
     ax.axvline(1.0, color="grey", ls="--", lw=1)
     ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
-    ax.set_xlabel("speedup in B / speedup in A (95% CI)")
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def trend(rows: list[dict], runs: list[str], path: Path) -> Path | None:
+    """Each cell's compiled step time over several runs, relative to the first run that has it.
+    rows: label, values (one ratio or None per run)."""
+    if not rows or len(runs) < 3:
+        return None
+    rows = rows[:MAX_BARS]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    x = np.arange(len(runs))
+    for r in rows:
+        pts = [(i, v) for i, v in zip(x, r["values"]) if v is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", lw=1, ms=3, label=r["label"])
+    ax.axhline(1.0, color="grey", ls="--", lw=1)
+    ax.set_xticks(x, runs, fontsize=7, rotation=15)
+    ax.set_ylabel("compiled step time / first run's")
+    ax.set_title("compiled step time per cell across runs (lower is faster)", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, path)
 
 

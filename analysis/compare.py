@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analysis import changes
+from analysis import estimates as est
 from analysis import stats
 from analysis.context import ENV_FIELDS, cell_label, compute_verdicts, fmt_bytes, fmt_s, fmt_x
 from analysis.load import DataError, Loaded, Run, sql
@@ -35,6 +37,11 @@ class Change:
     call: str  # "improved", "regressed", "no significant change", "below minimum effect",
     # "not called: one process", "-"
 
+    @classmethod
+    def of(cls, e: est.Estimate) -> "Change":
+        """The formatted view of an estimate (analysis/estimates.py)."""
+        return cls(est.pct(e.point), est.interval_text(e), "-" if e.q is None else f"{e.q:.3f}", e.call)
+
 
 @dataclass(frozen=True)
 class PairRow:
@@ -48,6 +55,23 @@ class PairRow:
     memory: str
     cold: str
     warm: str
+    css: str
+    cold_change: Change = None
+    warm_change: Change = None
+    memory_change: Change = None
+
+
+@dataclass(frozen=True)
+class CalledRow:
+    """One called change of one quantity of one cell: what Regressions and Improvements list."""
+
+    label: str
+    quantity: str  # a key of estimates.QUANTITIES
+    what: str  # its name ("compiled step time")
+    a: str
+    b: str
+    change: Change
+    basis: str  # what the interval rests on
     css: str
 
 
@@ -92,6 +116,10 @@ class CompareReport:
     diag_known: int = 0  # paired compiled cells with diagnostics on both sides
     charts: dict = field(default_factory=dict)
     chart_rows: dict = field(default_factory=dict)
+    verdict: list = field(default_factory=list)  # the answer first: one line per quantity
+    caveats: list = field(default_factory=list)  # what limits the answer (machines, builds, launch-bound)
+    subtitle: str = ""  # versions, builds and device in words
+    trend_cells: list = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
 
 
 DIAG_FIELDS = (("graphs", "graphs"), ("breaks", "graph breaks"), ("recompiles", "recompiles"),
@@ -191,6 +219,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     pairs = pairs.replace({np.nan: None}).to_dict("records")
     by_id = {p["cell_id"]: p for p in pairs}
     sa, sb = _samples(loaded, a.run_id), _samples(loaded, b.run_id)
+    cells_a, cells_b = ({c.key: c for c in x["reps"]} for x in (sa, sb))
     ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
     mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
@@ -219,35 +248,43 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         if sa["has_compiled"].get(cid) and sb["has_compiled"].get(cid):
             fam["compiled"][cid] = np.log(kb / ka)
             fam["speedup"][cid] = np.log((eb / kb) / (ea / ka))
-    calls: dict[str, dict[str, Change]] = {}
+    # every quantity of every paired ok cell as an Estimate (analysis/estimates.py: one call rule)
+    ests: dict[str, dict[str, est.Estimate]] = {q: {} for q in est.QUANTITIES}
     for name, reps_by in fam.items():
         ids = list(reps_by)
         qs = stats.benjamini_hochberg([stats.bootstrap_p(reps_by[i]) for i in ids])
-        calls[name] = {}
         for cid, q in zip(ids, qs):
-            r = reps_by[cid]
-            lo, hi = np.exp(np.quantile(r, [0.025, 0.975]))
             pr = by_id[cid]
-            point = {"speedup": pr["speedup_b"] / pr["speedup_a"] if pr["speedup_a"] else None,
-                     "compiled": pr["compiled_b"] / pr["compiled_a"] if pr["compiled_a"] else None,
-                     "eager": pr["eager_b"] / pr["eager_a"]}[name]
+            point = {"speedup": est.ratio(pr["speedup_b"], pr["speedup_a"]),
+                     "compiled": est.ratio(pr["compiled_b"], pr["compiled_a"]),
+                     "eager": est.ratio(pr["eager_b"], pr["eager_a"])}[name]
             # the gate is the interval and the minimum effect, not BH: with 3 processes a cell's
             # t interval has 2 degrees of freedom, whose tails keep p above ~0.01 even for a 5-sigma
             # change, so BH over a family would call nothing; q is shown, and the summary counts
             # how many calls also survive it (docs/comparison.md)
-            significant = lo > 1 or hi < 1
-            if cid not in callable_ids:
-                # one process: the interval holds that process's noise only (far too narrow where
-                # processes differ, docs/measurement.md), so nothing is called on it
-                call = "not called: one process"
-            elif not significant:
-                call = "no significant change"
-            elif abs(np.log(point)) < small:
-                call = "below minimum effect"
-            else:
-                better = point > 1 if name == "speedup" else point < 1
-                call = "improved" if better else "regressed"
-            calls[name][cid] = Change(_pct(point), f"{_pct(lo)} to {_pct(hi)}", f"{q:.3f}", call)
+            # one process: the interval holds that process's noise only (far too narrow where
+            # processes differ, docs/measurement.md), so nothing is called on it
+            single = None if cid in callable_ids else "one process"
+            if not single and name != "speedup" and (pr.get(f"{name}_lb_a") or pr.get(f"{name}_lb_b")):
+                # a host-paced side moves between processes and runs with the host's state (A/A on
+                # the H200: up to +50% with one process slow); only the in-process speedup is callable
+                single = "launch-bound side"
+            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if not single
+                     else "block bootstrap inside one process")
+            apart = None
+            if name != "speedup":  # each side on its own: its processes must not overlap between the runs
+                side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
+                apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
+                                        for cs in (cells_a, cells_b)))
+            ests[name][cid] = est.from_log_replicates(name, reps_by[cid], point, min_effect, basis, q, single, apart)
+    for p in pairs:
+        cid = p["cell_id"]
+        if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
+            continue
+        ests["cold"][cid] = est.first_call("cold", p["cold_a"], p["cold_b"], min_effect)
+        ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
+        ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
+    calls = {q: {cid: Change.of(e) for cid, e in by.items()} for q, by in ests.items()}
 
     boots = [{x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")} for r in (a, b)]
     if boots[0] and boots[1] and boots[0] != boots[1]:
@@ -276,7 +313,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             label, p["status_a"] if p["status_a"] == p["status_b"] else f"{p['status_a']} -> {p['status_b']}",
             fmt_x(p["speedup_a"]), fmt_x(p["speedup_b"]), sc, calls["compiled"].get(cid, empty),
             calls["eager"].get(cid, empty), f"{fmt_bytes(p['mem_a'])} / {fmt_bytes(p['mem_b'])}",
-            f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}", css))
+            f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}", css,
+            calls["cold"].get(cid, empty), calls["warm"].get(cid, empty), calls["memory"].get(cid, empty)))
     transitions.sort(key=lambda t: (t[3] != "slower", t[0]))  # newly failing first
 
     # summary per phase, mode, scope and dtype (bf16 and float32 never averaged together); headline sentences
@@ -365,12 +403,28 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                       *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
                      for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
     diag_rows, diag_known = diagnostic_changes(pairs)
+    labels = {p["cell_id"]: cell_label(p) for p in pairs}
+    ms = (lambda v: "-" if v is None else f"{v:.3f} ms")
+    fmt = {"compiled": ("compiled_a", "compiled_b", ms), "eager": ("eager_a", "eager_b", ms),
+           "speedup": ("speedup_a", "speedup_b", fmt_x), "cold": ("cold_a", "cold_b", fmt_s),
+           "warm": ("warm_a", "warm_b", fmt_s), "memory": ("mem_a", "mem_b", fmt_bytes)}
+    css = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
+    reg, imp = changes.called_rows(pairs, ests, labels, fmt)
+    as_rows = (lambda rows: [CalledRow(label, q, est.QUANTITIES[q][0], va, vb, Change.of(e), e.reason, css[e.call])
+                             for label, q, va, vb, e in rows])
+    compiled_forest = sorted(((labels[cid], e.point, e.lo, e.hi) for cid, e in ests["compiled"].items()
+                              if e.point and e.lo), key=lambda t: t[1])
+    for label, r in (("host dispatch (us per eager op)", "dispatch_us"),
+                     ("host dispatch + sync (us)", "dispatch_sync_us")):
+        va, vb = ((x.env.get("host_calibration") or {}).get(r) for x in (a, b))
+        if va is not None or vb is not None:
+            env.append((label, str(va), str(vb), va != vb))
+    trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
     return CompareReport(
-        title=f"torch.compile comparison: {b.run_id} against {a.run_id}", baseline=a.run_id, candidate=b.run_id,
+        title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         mismatch=mismatch, headline=headline_notes + headline, summary=summary, transitions=transitions,
-        regressions=[r for r in rows if r.speedup_change.call == "regressed"],
-        improvements=[r for r in rows if r.speedup_change.call == "improved"], pairs=rows,
+        regressions=as_rows(reg), improvements=as_rows(imp), pairs=rows,
         unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
         uncertainty_lines=_uncertainty(pairs, procs, callable_ids, a.run_id, b.run_id, min_effect) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
@@ -378,4 +432,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]
             if covered else []), environment=env,
         trend_runs=trend_ids, trend=trend, skipped_files=loaded.skipped_in(a, b),
-        diag_changes=diag_rows, diag_known=diag_known, chart_rows={"forest": forest})
+        diag_changes=diag_rows, diag_known=diag_known,
+        chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart},
+        verdict=changes.verdict(a, b, ests, labels, transitions, min_effect), caveats=changes.caveats(a, b, pairs, ests),
+        subtitle=changes.subtitle(a, b), trend_cells=trend_table)

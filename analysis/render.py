@@ -145,12 +145,24 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
     """Write the comparison's report.md and report.html (with its forest chart) into out_dir."""
     out_dir = Path(out_dir)
     (out_dir / "assets").mkdir(parents=True, exist_ok=True)
-    path = charts.forest(report.chart_rows.get("forest", []), out_dir / "assets" / "forest.png")
     images = {}
-    if path is not None:
-        report.charts["forest"] = Chart("forest", "Speedup change per cell", "assets/forest.png",
-                                        "speedup change B/A per cell with 95% intervals")
-        images["forest"] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+    made = {
+        "compiled_forest": (charts.forest(report.chart_rows.get("compiled_forest", []),
+                                          out_dir / "assets" / "compiled_forest.png",
+                                          xlabel="compiled step time in B / in A (95% CI; left of 1: faster)",
+                                          title="compiled step time change per cell"),
+                            "Compiled step time change per cell",
+                            "compiled step time change B/A per cell with 95% intervals"),
+        "forest": (charts.forest(report.chart_rows.get("forest", []), out_dir / "assets" / "forest.png",
+                                 title="speedup change per cell"),
+                   "Speedup change per cell", "speedup change B/A per cell with 95% intervals"),
+        "trend": (charts.trend(report.chart_rows.get("trend", []), report.trend_runs, out_dir / "assets" / "trend.png"),
+                  "Compiled step time across runs", "compiled step time per cell across runs, relative to the first"),
+    }
+    for key, (path, title, alt) in made.items():
+        if path is not None:
+            report.charts[key] = Chart(key, title, f"assets/{path.name}", alt)
+            images[key] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
     env = _env()
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     write_atomic(md_path, env.get_template("compare.md.j2").render(r=report))

@@ -9,6 +9,8 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.warm_first_call_compiled_s AS warm_a, b.warm_first_call_compiled_s AS warm_b,
        a.compiled_peak_allocated_bytes AS mem_a, b.compiled_peak_allocated_bytes AS mem_b,
        a.error AS error_a, b.error AS error_b,
+       a.eager_launch_bound AS eager_lb_a, b.eager_launch_bound AS eager_lb_b,
+       a.compiled_launch_bound AS compiled_lb_a, b.compiled_launch_bound AS compiled_lb_b,
        a.graph_count AS graphs_a, b.graph_count AS graphs_b,
        a.graph_break_count AS breaks_a, b.graph_break_count AS breaks_b,
        a.recompile_count AS recompiles_a, b.recompile_count AS recompiles_b,

@@ -1,0 +1,181 @@
+"""What changed between two runs, answer first: the comparison's title, verdict, caveats, the list of
+every called change by quantity, and the per-cell trend over three or more runs.
+
+Reads the comparison's estimates (analysis/estimates.py), computed once in analysis/compare.py;
+computes no statistic of its own except the run-level geometric means of the first-call times,
+whose interval is the A/A run-level noise (estimates.FIRST_CALL_RUN_NOISE).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analysis import estimates as est
+from analysis.load import Run, sql
+
+MAX_NAMED = 3  # cells named in a verdict line before "and N more"
+
+
+def versions(a: Run, b: Run) -> tuple[str, str]:
+    return str(a.env.get("torch_version") or a.run_id), str(b.env.get("torch_version") or b.run_id)
+
+
+def device_words(a: Run, b: Run) -> str:
+    names = {r.env.get("gpu_name") or r.env.get("device_name") or r.env.get("device") or "?" for r in (a, b)}
+    return " / ".join(sorted(str(n) for n in names))
+
+
+def title(a: Run, b: Run) -> str:
+    va, vb = versions(a, b)
+    if va != vb:
+        return f"torch.compile: torch {vb} against {va} on {device_words(a, b)}"
+    return f"torch.compile comparison: {b.run_id} against {a.run_id}"
+
+
+def interleaved(a: Run, b: Run) -> bool:
+    """True when the collector measured the two runs cell by cell in one session (run.json)."""
+    return (b.run_id in a.manifest.get("interleaved_with", []) or a.run_id in b.manifest.get("interleaved_with", []))
+
+
+def _boots(r: Run) -> set:
+    return {x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")}
+
+
+def how_measured(a: Run, b: Run) -> str:
+    """One sentence: one machine interleaved, one machine in turn, or two machines."""
+    ba, bb = _boots(a), _boots(b)
+    if ba and bb and not (ba & bb):
+        return ("Measured on different machines (no machine boot in common): host-bound step times differ "
+                "between machines of one kind; read GPU-bound cells and compiled step times first.")
+    if interleaved(a, b):
+        return "Measured on one machine, interleaved cell by cell with the order alternating: drift falls on both alike."
+    if ba and bb:
+        return ("Measured on one machine, one run after the other (not interleaved): a drift between the two "
+                "sessions would read as a change.")
+    return "Where the runs were measured is not recorded (runs from before the machine's boot id was kept)."
+
+
+def subtitle(a: Run, b: Run) -> str:
+    va, vb = versions(a, b)
+    return (f"B = {b.run_id} (torch {vb}) against A = {a.run_id} (torch {va}), on {device_words(a, b)}. "
+            + how_measured(a, b))
+
+
+def _named(items: list[tuple[str, est.Estimate]]) -> str:
+    items = sorted(items, key=lambda t: -abs(math.log(t[1].point)))
+    text = ", ".join(f"{label} {est.pct(e.point)}" for label, e in items[:MAX_NAMED])
+    return text + (f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else "")
+
+
+def _counts(q: str, by: dict[str, est.Estimate], labels: dict[str, str], better: str, worse: str) -> str:
+    imp = [(labels[c], e) for c, e in by.items() if e.call == est.IMPROVED]
+    reg = [(labels[c], e) for c, e in by.items() if e.call == est.REGRESSED]
+    parts = [f"{better} in {len(imp)}" + (f" ({_named(imp)})" if imp else ""),
+             f"{worse} in {len(reg)}" + (f" ({_named(reg)})" if reg else "")]
+    held: dict[str, int] = {}
+    for e in by.values():
+        if e.call.startswith("not called: "):
+            held[e.call[len("not called: "):]] = held.get(e.call[len("not called: "):], 0) + 1
+    tail = "".join(f"; {n} not called ({why})" for why, n in sorted(held.items()))
+    return f"{est.QUANTITIES[q][0].capitalize()}: {'; '.join(parts)} of {len(by)} cells{tail}."
+
+
+def _run_level(q: str, by: dict[str, est.Estimate]) -> str:
+    """The geometric mean of a first-call ratio over cells, against the A/A run-level noise."""
+    pts = [e.point for e in by.values() if e.point]
+    if not pts:
+        return f"{est.QUANTITIES[q][0].capitalize()}: not measured in both runs."
+    g = float(np.exp(np.mean(np.log(pts))))
+    noise = est.FIRST_CALL_RUN_NOISE[q]
+    e = est.from_noise(q, g, noise, 0.0, "")
+    beyond = [c for c, x in by.items() if x.called]
+    word = {est.IMPROVED: "shorter", est.REGRESSED: "longer"}.get(e.call)
+    head = (f"{est.QUANTITIES[q][0].capitalize()}: {word}, {est.pct(g)} (geometric mean of {len(pts)} cells; "
+            f"a whole run moves up to ±{(math.exp(noise) - 1) * 100:.0f}% in A/A pairs)" if word else
+            f"{est.QUANTITIES[q][0].capitalize()}: {est.pct(g)} over {len(pts)} cells, within the ±{(math.exp(noise) - 1) * 100:.0f}% "
+            "a whole run moves in A/A pairs: no change called")
+    return head + (f"; {len(beyond)} cell(s) beyond one cell's A/A spread." if beyond else ".")
+
+
+def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],
+            transitions: list, min_effect: float) -> list[str]:
+    """The verdict box: one line per quantity a release note quotes."""
+    va, vb = versions(a, b)
+    lines = [f"torch {vb} against {va} on {device_words(a, b)}, {len(ests['compiled'])} paired compiled cells; "
+             f"a change is called when its 95% interval excludes no change and it is at least {min_effect * 100:g}%."]
+    lines.append(_counts("compiled", ests["compiled"], labels, "faster", "slower"))
+    lines.append(_counts("eager", ests["eager"], labels, "faster", "slower"))
+    lines.append(_counts("speedup", ests["speedup"], labels, "higher", "lower"))
+    lines.append(_run_level("cold", ests["cold"]))
+    lines.append(_run_level("warm", ests["warm"]))
+    lines.append(_counts("memory", ests["memory"], labels, "lower", "higher"))
+    failing = sum(t[3] == "slower" for t in transitions)
+    if transitions:
+        lines.append(f"Status: {failing} cell(s) newly failing, {len(transitions) - failing} newly passing.")
+    return lines
+
+
+def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
+    """What limits the verdict: machines, build kinds, both sides moving together, launch-bound
+    eager sides, host calibration."""
+    out = [how_measured(a, b)]
+    both = [c for c, e in ests["compiled"].items()
+            if e.called and c in ests["eager"] and ests["eager"][c].called and
+            (e.point > 1) == (ests["eager"][c].point > 1)]
+    if both:
+        out.append(f"In {len(both)} cell(s) eager and compiled step times moved the same way: a cause both sides "
+                   "share (the machine, its load, a library both use), not the compile; read their speedup change.")
+    va, vb = versions(a, b)
+    kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in (va, vb)]
+    if kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu"):
+        out.append(f"The builds differ in kind ({va} against {vb}): a CPU-only build and a CUDA build ship "
+                   "different kernels and libraries even on the CPU.")
+    lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
+    if lb:
+        out.append(f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
+                   "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's "
+                   "noise; their compiled step change is the precise one.")
+    ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
+    if ca.get("dispatch_us") and cb.get("dispatch_us"):
+        out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "
+                   f"B {cb['dispatch_us']:.2f}; it moves with the torch version as well as the host "
+                   "(docs/measurement.md, 'The host, measured').")
+    return out
+
+
+def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],
+                fmt: dict) -> tuple[list[tuple], list[tuple]]:
+    """Every called change of every quantity: (label, quantity, A, B, estimate) for regressions and
+    improvements, the larger changes first. `fmt`: quantity -> (pair column of A, of B, formatter)."""
+    reg, imp = [], []
+    by_id = {p["cell_id"]: p for p in pairs}
+    for q, by in ests.items():
+        col_a, col_b, f = fmt[q]
+        for cid, e in by.items():
+            if e.called:
+                p = by_id[cid]
+                row = (labels[cid], q, f(p.get(col_a)), f(p.get(col_b)), e)
+                (imp if e.call == est.IMPROVED else reg).append(row)
+    order = list(est.QUANTITIES)
+    key = (lambda r: (order.index(r[1]), -abs(math.log(r[4].point))))
+    return sorted(reg, key=key), sorted(imp, key=key)
+
+
+def trend_cells(con, runs: list[Run]) -> tuple[list[tuple[str, list[str]]], list[dict]]:
+    """Per cell over 3+ runs: its compiled step time and speedup in each run (text), and chart rows
+    (label, compiled step time relative to the first run that has it)."""
+    ids = [r.run_id for r in runs]
+    got: dict[str, dict[str, tuple]] = {}
+    labels = {}
+    for run_id, cid, label, compiled, speedup in con.execute(sql("trend_cells"), {"runs": ids}).fetchall():
+        got.setdefault(cid, {})[run_id] = (compiled, speedup)
+        labels[cid] = label
+    table, chart = [], []
+    for cid in sorted(got, key=lambda c: labels[c]):
+        per = got[cid]
+        table.append((labels[cid], [f"{per[r][0]:.3f} ms ({per[r][1]:.2f}x)" if r in per else "-" for r in ids]))
+        first = next((per[r][0] for r in ids if r in per), None)
+        if first and len(per) >= 2:
+            chart.append({"label": labels[cid], "values": [per[r][0] / first if r in per else None for r in ids]})
+    return table, chart

@@ -1,0 +1,151 @@
+"""Several torch versions in one collect (interleaved), and the comparison that says what changed per
+quantity: the collector's plumbing with fake launchers, the estimates' call rule, and the published
+H200 version comparison, its A/A across interpreters and its planted 5% (data really measured)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from analysis import estimates as est
+from analysis.compare import build_compare_report
+from analysis.context import prepare
+from analysis.load import discover_runs, load
+from analysis.render import render_compare
+from collector import matrix as mx
+from collector.__main__ import split_python, target_labels
+from collector.runner import Target, collect_targets
+from conftest import ROOT
+
+ENV = {"device": "cpu", "device_name": "Test CPU", "hostname": "h", "gpu_name": None}
+
+
+class Recorder:
+    """A fake launcher for one interpreter: records (its name, cell) in a shared log."""
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        if spec["kind"] == "cold":
+            self.log.append((self.name, spec["cell"]["model"], spec["cell"]["phase"]))
+        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4,
+                "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0, "warm_first_call_compiled_s": 0.5}
+
+
+def _targets(log, matrix):
+    return [Target(matrix, {**ENV, "torch_version": v}, f"r-{v}", Recorder(v, log), label=f"torch{v}",
+                   interleaved_with=(f"r-{o}",)) for v, o in (("1", "2"), ("2", "1"))]
+
+
+def test_two_interpreters_are_interleaved_cell_by_cell_with_the_order_alternating(tmp_path, capsys):
+    m = mx.build_matrix("smoke", {"models": ["mlp", "gnn"], "modes": ["default"], "processes": 1})
+    log = []
+    dirs = collect_targets(_targets(log, m), tmp_path)
+    cells = [(c.model, c.phase) for c in m.cells]
+    assert len(cells) == 4 and len(log) == 8
+    # cell k by both versions before cell k + 1; the first version alternates
+    for k, cell in enumerate(cells):
+        pair = log[2 * k:2 * k + 2]
+        assert {x[1:] for x in pair} == {cell}
+        assert [x[0] for x in pair] == (["1", "2"] if k % 2 == 0 else ["2", "1"])
+    for d, other in zip(dirs, ("r-2", "r-1")):
+        assert len(list((d / "cells").glob("*.parquet"))) == 4
+        assert json.loads((d / "run.json").read_text())["interleaved_with"] == [other]
+    assert "2 interpreters interleaved" in capsys.readouterr().out
+
+
+def test_interleaved_runs_resume_each_where_it_stopped(tmp_path):
+    m = mx.build_matrix("smoke", {"models": ["mlp", "gnn"], "modes": ["default"], "processes": 1})
+    log = []
+    collect_targets(_targets(log, m), tmp_path, stop_after_s=0.0)  # the budget is spent before any cell
+    assert log == []
+    first = _targets(log, m)[:1]  # version 1 alone measures every cell
+    collect_targets(first, tmp_path, stop_after_s=None)
+    log.clear()
+    collect_targets(_targets(log, m), tmp_path)
+    assert {x[0] for x in log} == {"2"} and len(log) == 4  # only what version 2 still lacks
+
+
+def test_interpreter_labels_and_bad_labels():
+    assert split_python("python3") == (None, "python3")
+    assert split_python("new=/tmp/torch-2.14.1/bin/python") == ("new", "/tmp/torch-2.14.1/bin/python")
+    with pytest.raises(ValueError, match="label"):
+        split_python("bad label=/usr/bin/python3")
+    envs = [{"torch_version": "2.11.0+cu130"}, {"torch_version": "2.11.0+cu130"}, {"torch_version": "2.14.1"}]
+    assert target_labels([None, None, None], envs) == ["torch2.11.0-cu130", "torch2.11.0-cu130-2", "torch2.14.1"]
+
+
+def test_the_one_call_rule():
+    r = est.call_rule
+    assert r(1.05, 1.03, 1.07, 0.02, higher_is_better=False) == est.REGRESSED
+    assert r(1.05, 1.03, 1.07, 0.02, higher_is_better=True) == est.IMPROVED
+    assert r(1.01, 1.005, 1.015, 0.02, higher_is_better=False) == est.BELOW_MIN
+    assert r(1.05, 0.99, 1.11, 0.02, higher_is_better=False) == est.NO_CHANGE
+    assert r(1.05, 1.03, 1.07, 0.02, False, apart=False) == est.OVERLAP
+    assert r(1.05, 1.03, 1.07, 0.02, False, not_callable="one process") == "not called: one process"
+    assert est.separated([1, 2, 3], [4, 5, 6]) and not est.separated([1, 2, 5], [4, 5, 6])
+    assert est.separated([1], [2, 3]) is None
+    # first calls: one figure per run, the A/A spread decides
+    assert not est.first_call("cold", 10.0, 14.0, 0.02).called  # +40%: inside the A/A spread
+    assert est.first_call("cold", 10.0, 16.0, 0.02).call == est.REGRESSED
+    assert est.memory(100, 97, 0.02).call == est.IMPROVED and not est.memory(100, 99, 0.02).called
+
+
+def test_the_first_call_noise_constants_are_what_the_committed_aa_pairs_give():
+    out = subprocess.run([sys.executable, "benchmarks/first_call_noise.py"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    for q in ("cold", "warm"):
+        line = next(x for x in out.splitlines() if x.startswith(q))
+        largest = float(line.split("largest ")[1].split()[0])
+        shift = float(line.split("|mean ln B/A| ")[1].split()[0])
+        assert largest < est.FIRST_CALL_NOISE[q] <= largest + 0.011, line
+        assert abs(shift - est.FIRST_CALL_RUN_NOISE[q]) < 0.006, line
+
+
+def _compare(a_id, b_id, runs=None, allow=False):
+    found = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    a, b = found[a_id], found[b_id]
+    trend = [found[r] for r in runs] if runs else [a, b]
+    loaded = load(list({r.run_id: r for r in [a, b] + trend}.values()))
+    prepare(loaded)
+    return build_compare_report(loaded, a, b, trend, allow_mismatch=allow, reps=1000, now="x")
+
+
+def _called(rows, quantity):
+    return {p.label for p in rows if p.quantity == quantity}
+
+
+def test_the_h200_release_comparison_lists_a_tight_compiled_regression_with_a_wide_speedup():
+    """torch 2.14.1 against 2.11.0, interleaved on one H200: the MoE's reduce-overhead compiled step is
+    +3.3% (tight) while its speedup interval is wide (launch-bound eager): it is a regression, by quantity."""
+    rep = _compare("v-h200-torch2.11.0-cu130", "v-h200-torch2.14.1-cu130")
+    assert rep.title == "torch.compile: torch 2.14.1+cu130 against 2.11.0+cu130 on NVIDIA H200"
+    assert _called(rep.regressions, "compiled") == {"moe infer amp_bf16 bs8 reduce-overhead"}
+    moe = next(p for p in rep.pairs if p.label == "moe infer amp_bf16 bs8 reduce-overhead")
+    assert moe.speedup_change.call == est.NO_CHANGE
+    lo, hi = (float(x.rstrip("%")) for x in moe.compiled_change.ci.split(" to "))
+    assert 2.0 <= lo and hi - lo < 2.0
+    assert "resnet50 infer amp_bf16 bs128 default" in _called(rep.improvements, "compiled")
+    assert rep.verdict[1].startswith("Compiled step time: faster in 2") and "slower in 1 (moe" in rep.verdict[1]
+    assert rep.caveats[0].startswith("Measured on one machine, interleaved")
+
+
+def test_the_aa_across_interpreters_calls_nothing_and_the_planted_5_percent_is_called():
+    """The image's torch run directly and through a virtualenv: no call in any quantity. The same
+    virtualenv with every compiled step slowed 5%: the compiled step called in every cell."""
+    aa = _compare("aa-venv-direct", "aa-venv-venv")
+    assert len(aa.pairs) == 4 and aa.regressions == [] and aa.improvements == []
+    plant = _compare("aa-venv-venv", "aa-venv-venvp5", allow=True)
+    assert len(_called(plant.regressions, "compiled")) == 4 and plant.improvements == []
+
+
+def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
+    runs = ["smoke-cpu-cuda-torch2.12.1", "smoke-cpu-torch2.13.0-a", "smoke-cpu-cuda-torch2.14.1"]
+    rep = _compare(runs[0], runs[2], runs=runs)
+    assert rep.trend_runs == runs and len(rep.trend_cells) >= 4
+    assert all(len(values) == 3 for _, values in rep.trend_cells)
+    md, html = render_compare(rep, tmp_path / "out")
+    text = md.read_text()
+    assert "## Trend per cell" in text and "assets/trend.png" in text
+    assert (tmp_path / "out" / "assets" / "trend.png").stat().st_size > 1000
