@@ -327,8 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, plant_slowdown_pct=0))
             launcher = (ForkLauncher(path, device=e["device"]) if args.launcher == "fork"
                         else SubprocessLauncher(path))
-            targets.append(Target(m, e, rid, launcher, label=lab,
-                                  interleaved_with=tuple(r for r in run_ids if r != rid)))
+            targets.append(Target(m, e, rid, launcher, label=lab))
         run_dirs = collect_targets(targets, Path(args.out), workers=workers,
                                    retry_failed=args.retry_failed, stop_after_s=args.stop_after)
         for run_dir in run_dirs:

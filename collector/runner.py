@@ -747,7 +747,6 @@ class Target:
     run_id: str
     launcher: Launcher
     label: str = ""
-    interleaved_with: tuple[str, ...] = ()
 
 
 @dataclass
@@ -775,10 +774,6 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     store.sweep_temporaries()
     manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
     manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-    if t.interleaved_with:
-        # which runs this session measured cell by cell beside this one, on this machine
-        manifest["sessions"][-1]["interleaved_with"] = list(t.interleaved_with)
-        manifest["interleaved_with"] = sorted(set(manifest.get("interleaved_with", [])) | set(t.interleaved_with))
     saved = store.set_aside_bad(out)
     done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
     todo = [c for c in t.matrix.cells if c.cell_id not in done]
@@ -927,6 +922,14 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                     o.manifest["sessions"][-1]["launchers"] = described
             for lnch in all_launchers:
                 getattr(lnch, "close", lambda: None)()
+            measured = {r.get("run_id") for r in progress.rows}
+            active = [o for o in opened if o.target.run_id in measured]
+            for o in active if len(active) > 1 else []:
+                # the runs this session measured cell by cell beside this one, on this machine (a run
+                # that measured nothing in the session is not interleaved with anything)
+                others = [x.target.run_id for x in active if x is not o]
+                o.manifest["sessions"][-1]["interleaved_with"] = others
+                o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
             for o in opened:
                 try:
                     compact_run(o.run_dir)

@@ -30,3 +30,14 @@ def test_the_readme_verdict_is_the_shipped_examples_summary():
         body.pop()
     assert quoted == body
     assert f"data/examples/{example}" in (ROOT / "README.md").read_text().split("## Quick start")[0]
+
+
+def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
+    """The README quotes the verdict of the published H200 version comparison: re-rendering that
+    example without restating the README fails."""
+    readme = (ROOT / "README.md").read_text().split("## Comparing two PyTorch versions")[1]
+    quoted = [line[2:] for line in readme.splitlines() if line.startswith("> - ")]
+    summary = (ROOT / "docs" / "examples" / "compare-v-h200-torch2.11.0-cu130-vs-v-h200-torch2.14.1-cu130"
+               / "summary.md").read_text()
+    verdict = [line for line in summary.split("Before you quote these:")[0].splitlines() if line.startswith("- ")]
+    assert quoted and quoted == verdict
