@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from collector.matrix import MODES  # noqa: E402
+from collector.contract import MODES  # noqa: E402
 
 DPI = 110
 MAX_SERIES = 12  # lines in one chart; the tables hold every cell

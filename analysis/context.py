@@ -14,7 +14,7 @@ import pandas as pd
 from analysis import stats, why
 from analysis import verdict as verdict_mod
 from analysis.load import Loaded, Run, sql
-from collector.cell import last_logged_step
+from collector.contract import last_logged_step
 
 ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
               ("Triton", "triton"), ("torchvision", "torchvision"), ("Python", "python"),

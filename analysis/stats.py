@@ -26,10 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from collector import contract
+
 DEFAULT_REPS = 1000
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
 MIN_EFFECT = 0.02  # a change smaller than 2% is not called (cf. asv --factor, the PyTorch dashboard's 5%)
-DISAGREE = 0.05  # processes "disagree" when their speedups span more than 5% (max / min - 1)
+DISAGREE = contract.DISAGREE  # processes "disagree" when their speedups span more than 5% (max / min - 1)
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,9 @@ def bootstrap_medians(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: 
 
 
 def process_medians(x: np.ndarray, processes: int) -> np.ndarray:
-    """Median of each process's samples (the samples are stored process after process)."""
-    x = np.asarray(x, float)
-    n = len(x) // processes
-    return np.median(x[: n * processes].reshape(processes, n), axis=1)
+    """Median of each process's samples (the samples are stored process after process), as an
+    array: collector.contract.process_medians, the one implementation."""
+    return np.asarray(contract.process_medians(np.asarray(x, float).tolist(), processes), float)
 
 
 def process_replicates(cells: list[CellSamples], reps: int, rng) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:

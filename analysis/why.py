@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from analysis import stats
-from collector.matrix import CUDAGRAPH_MODES
+from collector.contract import CUDAGRAPH_MODES
 
 SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("inductor", "Inductor"),
                 ("inductor_codegen", "codegen"), ("triton", "Triton"), ("autotune", "autotune"),

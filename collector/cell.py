@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from collector import diagnostics, models, modes
+from collector.contract import LOG_STEP, last_logged_step  # noqa: F401 - the runner reads them from here
 
 T0 = time.perf_counter()
 
@@ -33,13 +34,6 @@ PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measu
 _partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
 
 
-LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines `log` writes
-
-
-def last_logged_step(text: str) -> str | None:
-    """The last step `log` wrote in `text` (a cell log or the tail kept in a row's error)."""
-    steps = LOG_STEP.findall(text or "")
-    return steps[-1].strip() if steps else None
 
 
 def log(msg: str) -> None:

@@ -11,14 +11,14 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
-from collector import models, modes
+from collector import contract, models, modes
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 PHASES = ("infer", "train")
-MODES = modes.names()  # the registry of collector/modes/, one file a mode
+MODES = contract.MODES  # the registry of collector/modes/, one file a mode
 INFER_ONLY_MODES = tuple(m.name for m in modes.all_specs() if m.infer_only)  # e.g. aot-inductor
-CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # modes that replay CUDA graphs
+CUDAGRAPH_MODES = contract.CUDAGRAPH_MODES  # modes that replay CUDA graphs
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
 SCOPES = ("model", "step")
 DYNAMIC = ("auto", "true", "false")  # torch.compile(dynamic=None | True | False)

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import Callable, TextIO
 
+from collector.contract import DISAGREE, process_medians
+
 
 def fmt_duration(seconds: float) -> str:
     seconds = int(round(seconds))
@@ -14,12 +16,6 @@ def fmt_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
-def process_medians(values, processes) -> list[float]:
-    """Median of each process's samples (stored one process after the other)."""
-    values = [v for v in (values or []) if v is not None]
-    p = max(1, int(processes or 1))
-    n = len(values) // p
-    return [statistics.median(values[i * n:(i + 1) * n]) for i in range(p)] if n else []
 
 
 def side_ms(row: dict, col: str) -> float | None:
@@ -28,7 +24,6 @@ def side_ms(row: dict, col: str) -> float | None:
     return statistics.geometric_mean(meds) if meds else None
 
 
-DISAGREE = 0.05  # as analysis.stats.DISAGREE: processes whose speedups spread more than this disagree
 
 
 def process_speedups(row: dict) -> list[float]:

@@ -151,3 +151,25 @@ def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
     text = md.read_text()
     assert "## Trend per cell" in text and "assets/trend.png" in text
     assert (tmp_path / "out" / "assets" / "trend.png").stat().st_size > 1000
+
+
+def test_per_process_medians_have_one_python_implementation_and_the_sql_twin_agrees():
+    """collector.contract.process_medians is what the progress line, the statistics and the
+    comparison use; the report's SQL (cell_stats.sql) computes the same figures."""
+    import numpy as np
+
+    from analysis import stats
+    from collector import contract, progress
+
+    assert progress.process_medians is contract.process_medians
+    found = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    loaded = load([found["aa-venv-direct"]])
+    prepare(loaded)
+    rows = loaded.con.execute("SELECT cell_id, eager_process_ms, compiled_process_ms FROM stats").fetchall()
+    samples = {c.key: c for c in __import__("analysis.compare", fromlist=["_samples"])._samples(
+        loaded, "aa-venv-direct")["reps"]}
+    assert len(rows) == 4
+    for cid, eager_sql, compiled_sql in rows:
+        c = samples[cid]
+        assert np.allclose(stats.process_medians(c.eager_ms, c.processes), eager_sql)
+        assert np.allclose(contract.process_medians(list(c.compiled_ms), c.processes), compiled_sql)

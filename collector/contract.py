@@ -1,0 +1,39 @@
+"""What the collector and the analysis share, and nothing else: no torch, no duckdb, no numpy.
+
+The analysis reads rows the collector wrote; these are the names and small rules both sides must
+agree on, in one place: the mode labels (from the mode registry, collector/modes/), the per-process
+medians of a row's stored samples (the statistic the progress line and the report both quote), the
+threshold at which a cell's processes disagree, and the step lines a cell process logs.
+The row's columns and schema version live in collector/schema.py (also torch-free).
+"""
+from __future__ import annotations
+
+import re
+import statistics
+
+from collector import modes
+
+MODES = modes.names()  # every mode of the registry, in its order
+CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # modes that replay CUDA graphs
+
+# processes "disagree" when their speedups span more than 5% (max / min - 1)
+DISAGREE = 0.05
+
+LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
+
+
+def last_logged_step(text: str) -> str | None:
+    """The last step a cell process logged in `text` (a cell log or the tail kept in a row's error)."""
+    steps = LOG_STEP.findall(text or "")
+    return steps[-1].strip() if steps else None
+
+
+def process_medians(values, processes) -> list[float]:
+    """Median of each process's samples, a row's list column stored one process after the other
+    (the last `len % processes` samples, if any, belong to no process). The one implementation:
+    the progress line, the statistics (analysis/stats.py) and the comparison use it; the SQL twin in
+    analysis/sql/cell_stats.sql computes the same (a test holds them together)."""
+    values = [v for v in (values or []) if v is not None]
+    p = max(1, int(processes or 1))
+    n = len(values) // p
+    return [statistics.median(values[i * n:(i + 1) * n]) for i in range(p)] if n else []

@@ -1,0 +1,44 @@
+"""Every published example (docs/examples/) re-renders from the committed data as committed, the
+time stamp aside: a change to the analysis that moves a published figure fails here until the
+examples are rendered again (and the docs that quote them restated)."""
+import json
+import math
+import re
+
+import pytest
+
+from analysis.__main__ import main as analysis_main
+from conftest import ROOT
+
+EXAMPLES = sorted(p.name for p in (ROOT / "docs" / "examples").iterdir() if (p / "report.md").exists())
+STAMP = re.compile(r"(generated|Generated)[: ]+\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
+def _text(path):
+    return STAMP.sub("<stamp>", path.read_text())
+
+
+def _close(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a if k != "generated_at")
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_published_example_re_renders_as_committed(name, tmp_path):
+    args = ["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path)]
+    if name.startswith("compare-"):
+        a, b = name[len("compare-"):].split("-vs-")
+        args += ["--baseline", a, "--candidate", b, "--allow-mismatch"]
+    else:
+        args += ["--run", name]
+    assert analysis_main(args) == 0
+    for f in ("report.md", "summary.md"):
+        assert _text(tmp_path / name / f) == _text(ROOT / "docs" / "examples" / name / f), f
+    if (ROOT / "docs" / "examples" / name / "estimates.json").exists():
+        new, old = (json.loads((d / name / "estimates.json").read_text()) for d in (tmp_path, ROOT / "docs" / "examples"))
+        assert _close(new, old)
