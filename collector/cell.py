@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import os
-import re
 import signal
 import statistics
 import sys
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import Callable
 
 from collector import diagnostics, models, modes
-from collector.contract import LOG_STEP, last_logged_step  # noqa: F401 - the runner reads them from here
 
 T0 = time.perf_counter()
 

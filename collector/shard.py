@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from collector import schema
-from collector.runner import _write_json
+from collector.store import write_json as _write_json
 
 
 class ShardError(ValueError):

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from collector import envinfo
-from collector.runner import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
+from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
 from collector.store import RunStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +201,7 @@ def _submissions(run_dir: Path) -> dict:
 
 
 def _write_submissions(run_dir: Path, data: dict) -> None:
-    from collector.runner import _write_json
+    from collector.store import write_json as _write_json
 
     (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
     _write_json(run_dir / "slurm" / SUBMISSIONS, data)
@@ -212,7 +212,8 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
                settings: SlurmSettings | None = None, launcher: str = CellJob.launcher) -> Path:
     """Queue every cell of `matrix` that has no row and no live job; returns the run folder.
     The run's manifest is prepared as for a local run (one environment per run, the protocol)."""
-    from collector.runner import RETRYABLE, RunError, _write_json, check_run_id, prepare_run, run_lock
+    from collector.runner import RETRYABLE
+    from collector.store import RunError, check_run_id, prepare_run, run_lock, write_json as _write_json
 
     out = out or sys.stdout
     run_dir = Path(out_dir) / check_run_id(run_id)

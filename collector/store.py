@@ -1,4 +1,5 @@
-"""A run folder: the one place that writes and lists its rows. The local collector uses it as its
+"""A run folder: its manifest (run.json: created, reopened, refused when the environment or the
+protocol differs), its lock, and the one place that writes and lists its rows. The local collector uses it as its
 only writer (under its run lock); a SLURM job array shares it between many writers on many hosts
 (a shared filesystem): claim a cell, write its row atomically, list what is done, failed or claimed.
 
@@ -11,13 +12,133 @@ scheduler whether that job is still alive, removes it (`release_stale`).
 """
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import fcntl
 import json
 import os
+import re
 import socket
+import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from collector import schema
+from collector.matrix import Matrix
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ENV_MUST_MATCH = ("device", "device_name", "torch_version")
+PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
+                       "tf32", "processes", "plant_slowdown_pct")
+
+# what a run made before a protocol key existed did
+BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
+
+class RunError(RuntimeError):
+    """The run cannot go on (locked, mismatched environment, unwritable directory)."""
+
+
+def default_run_id(preset: str, env: dict) -> str:
+    """`<preset>-<device>-torch<version>`: the same command on the same setup resumes the same run."""
+    device = env["gpu_name"] if env["device"] == "cuda" else "cpu"
+    raw = f"{preset}-{device}-torch{env['torch_version']}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-").lower()
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id or ""):
+        raise ValueError(f"invalid run id {run_id!r}: use 1-100 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit (no slashes, no '..')")
+    return run_id
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _project_sha() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def source_fingerprint() -> str:
+    """SHA-1 over the collector's own source files (path and content): which measuring code ran,
+    also where the checkout's git metadata is missing or stale (a copied working tree)."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for path in sorted((PROJECT_ROOT / "collector").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".toml"):
+            digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
+    """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
+    manifest_path = run_dir / "run.json"
+    session = {"started_at": _now(), "hostname": env.get("hostname"), "boot_id": env.get("boot_id"),
+               "preset": matrix.preset,
+               "project_git_sha": _project_sha(), "collector_source_sha1": source_fingerprint(),
+               "cells_in_matrix": len(matrix.cells)}
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+        old = manifest["environment"]
+        diff = [f"{k}: run has {old.get(k)!r}, this machine {env.get(k)!r}"
+                for k in ENV_MUST_MATCH if old.get(k) != env.get(k)]
+        if diff:
+            raise RunError(f"{run_dir} was collected in another environment ({'; '.join(diff)}); "
+                           "choose another run id (RUN=...) instead of mixing them")
+        old_p, new_p = manifest.get("protocol", {}), asdict(matrix.protocol)
+        changed = [f"{k}: {old_p.get(k, BEFORE.get(k))!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH
+                   if old_p.get(k, BEFORE.get(k)) != new_p[k]]
+        if changed:
+            raise RunError(f"{run_dir} was measured with another protocol ({'; '.join(changed)}); "
+                           "use another run id (RUN=...)")
+    else:
+        manifest = {"run_id": run_id, "schema_version": schema.SCHEMA_VERSION, "environment": env,
+                    "protocol": asdict(matrix.protocol), "preset": matrix.preset,
+                    "description": matrix.description, "sessions": []}
+    manifest["sessions"].append(session)
+    manifest["matrices"] = sorted(set(manifest.get("matrices", [])) | {matrix.preset})
+    _write_json(manifest_path, manifest)
+    return manifest
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write under a private name, then rename (as analysis.render.write_atomic does for reports:
+    the collector does not import analysis, which needs packages a GPU node may not have)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no empty temporary file behind
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Exclusive lock on the run directory: a second collector on it refuses at once."""
+    fh = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise RunError(f"another collector is running on {run_dir}; wait for it or use another run id")
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+write_json = _write_json  # the one atomic JSON writer of the collector (runner, SLURM, shards)
 
 
 class RunStore:

@@ -208,7 +208,7 @@ def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
     """8 logical CPUs, 4 cores with two threads each, numbered the common way (sibling of i is
     i + 4): split by number, worker 0 would get 0-3 and worker 1 their siblings 4-7, so every
     core would run both workers. Split by core, each worker gets two whole cores."""
-    from collector import runner
+    from collector import runner, workers
 
     for c in range(8):
         topo = tmp_path / f"cpu{c}" / "topology"
@@ -218,7 +218,7 @@ def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
     assert runner.physical_cores(list(range(8)), tmp_path) == [(0, 4), (1, 5), (2, 6), (3, 7)]
     monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(8)))
     real = runner.physical_cores
-    monkeypatch.setattr(runner, "physical_cores", lambda cpus: real(cpus, tmp_path))
+    monkeypatch.setattr(workers, "physical_cores", lambda cpus: real(cpus, tmp_path))
     a, b = runner.plan_workers([0, 1])
     assert (a.cpus, b.cpus) == ((0, 1, 4, 5), (2, 3, 6, 7))
     monkeypatch.setenv("TCB_CPU_SPLIT", "logical")  # the old split, kept for the A/B on the GPU
@@ -325,7 +325,7 @@ def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
 
 
 def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeypatch):
-    from collector import runner
+    from collector import runner, store
 
     run_dir = collect(_matrix(), ENV, tmp_path, "fp", FakeLauncher())
     first = json.loads((run_dir / "run.json").read_text())["sessions"][-1]["collector_source_sha1"]
@@ -333,7 +333,7 @@ def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeyp
     fake_root = tmp_path / "copy"
     (fake_root / "collector").mkdir(parents=True)
     (fake_root / "collector" / "cell.py").write_text("changed")
-    monkeypatch.setattr(runner, "PROJECT_ROOT", fake_root)
+    monkeypatch.setattr(store, "PROJECT_ROOT", fake_root)
     assert runner.source_fingerprint() != first  # other code, another fingerprint
 
 

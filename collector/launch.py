@@ -1,0 +1,391 @@
+"""Starting one cell process: exec a fresh interpreter (`SubprocessLauncher`) or fork it from a
+parent that has imported torch once (`ForkLauncher`, the client of the fork server in
+collector/zygote.py). A launcher runs one process of a cell with its own compile caches, a
+timeout and a capped log, and returns the process's result (or a failed row saying why).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Protocol as TypingProtocol
+
+from collector import zygote
+from collector.cell import PARTIAL_NAME, looks_like_oom
+from collector.contract import last_logged_step
+from collector.stop import INTERRUPTED, RUNNING
+from collector.workers import Worker
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ZYGOTE_START_S = 600  # the fork parent's imports and CUDA probe (a cold disk cache can be slow)
+class Launcher(TypingProtocol):
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
+
+
+_die_with_parent = zygote.die_with_parent  # in the cell process (Linux): killed if the collector dies
+
+
+LOG_HEAD_BYTES = 4 << 20  # a cell log keeps its first 4 MiB ...
+LOG_TAIL_BYTES = 4 << 20  # ... and its last 4 MiB; what lies between is counted, not kept
+TAIL_READ_BYTES = 256 << 10  # what is read back of a log for a failed cell
+
+
+def _read_tail(path: Path, n: int = TAIL_READ_BYTES) -> str:
+    """The last `n` bytes of a log as text (never the whole file: a log can be large)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - n))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    return _read_tail(path)[-n:]
+
+
+class CappedLog:
+    """Copies a cell process's output from a pipe into its log, keeping the first LOG_HEAD_BYTES
+    and the last LOG_TAIL_BYTES: a cell that prints without end costs bounded disk and memory."""
+
+    def __init__(self, fh, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
+        self.fh, self.head, self.tail = fh, head, tail
+        self.written, self.dropped, self.buf = 0, 0, bytearray()
+        self.error: OSError | None = None  # the first write that failed (a full disk)
+
+    def pump(self, pipe) -> None:
+        """Until the pipe ends. A write that fails (a full disk) is kept in `error` and the output
+        is still drained, so the cell never blocks on a full pipe."""
+        while True:
+            chunk = pipe.read1(1 << 16) if hasattr(pipe, "read1") else pipe.read(1 << 16)
+            if not chunk:
+                break
+            if self.error:
+                continue
+            room = max(0, self.head - self.written)
+            if room:
+                try:
+                    self.fh.write(chunk[:room])
+                    self.fh.flush()
+                except OSError as exc:
+                    self.error = exc
+                    continue
+                self.written += min(room, len(chunk))
+                chunk = chunk[room:]
+            if chunk:
+                self.buf += chunk
+                if len(self.buf) > self.tail:
+                    self.dropped += len(self.buf) - self.tail
+                    del self.buf[:len(self.buf) - self.tail]
+
+    def finish(self) -> None:
+        """Write the kept tail; raise the write error the pump met, if any."""
+        if self.error:
+            raise self.error
+        if self.dropped:
+            self.fh.write(f"\n[... {self.dropped} bytes of output left out (the log keeps its first "
+                          f"{self.head >> 20} MiB and last {self.tail >> 20} MiB) ...]\n".encode())
+        self.fh.write(bytes(self.buf))
+        self.fh.flush()
+        self.buf = bytearray()
+
+
+def _partial(out_path: Path) -> dict:
+    """What a cell process that died had measured by its last logged step (collector.cell saves
+    it beside its result file), or {} if nothing readable was saved."""
+    try:
+        saved = json.loads((out_path.parent / PARTIAL_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def _last_step(path: Path) -> str:
+    """'; last step logged: ...' from the cell log's latest process section, or '' if none.
+
+    The cell logs each stage as `[cell +  12.3s] what`; the last one says where a process that
+    died without a result (a native crash, a timeout) was."""
+    text = _read_tail(path)
+    step = last_logged_step(text.rsplit("\n=== ", 1)[-1])  # this process's section of the log only
+    return f"; last step logged: {step}" if step else ""
+
+
+class SubprocessLauncher:
+    """Runs `python -m collector.cell` in a new process group with its own compile caches."""
+
+    def __init__(self, python: str = sys.executable, worker: Worker = Worker()):
+        self.python, self.worker = python, worker
+        self.current: subprocess.Popen | None = None
+
+    name = "exec"
+    module = "collector.cell"  # what each process runs (its main(argv)); tests point it elsewhere
+
+    def for_worker(self, worker: Worker) -> "SubprocessLauncher":
+        return type(self)(self.python, worker)
+
+    def _preexec(self) -> None:
+        _die_with_parent()
+        if self.worker.cpus:
+            os.sched_setaffinity(0, self.worker.cpus)
+
+    def _base_env(self) -> dict:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        if self.worker.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
+        return env
+
+    def _tag(self) -> str:
+        """What the log's process header says about how the process was started."""
+        return ""
+
+    def _start(self, args: list[str], env: dict, logs_dir: Path):
+        """Start `python -m collector.cell ARGS` in a new session; the handle has pid, stdout (the
+        merged output, a pipe), wait(timeout) and returncode, like subprocess.Popen."""
+        return subprocess.Popen([self.python, "-m", self.module, *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=PROJECT_ROOT, env=env, start_new_session=True, preexec_fn=self._preexec)
+
+    def close(self) -> None:
+        """Release what the launcher holds between cells (nothing for exec)."""
+
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
+        with tempfile.TemporaryDirectory(prefix="tcb-cell-") as tmp:
+            spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+            spec_path.write_text(json.dumps(spec))
+            env = self._base_env()
+            env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"), TRITON_CACHE_DIR=str(cache_dir / "triton"))
+            with open(log_path, "ab") as log:
+                kind = spec.get("kind", "cold") + (f" {spec['replicate']}" if spec.get("replicate") else "")
+                begun = dt.datetime.now().isoformat(timespec='seconds')
+                # started first, so the header says how (the output waits in the pipe meanwhile)
+                proc = self._start([str(spec_path), str(out_path)], env, log_path.parent)
+                log.write(f"\n=== {begun} {kind}{self._tag()} ===\n".encode())
+                log.flush()
+                self.current = proc
+                RUNNING.add(self)
+                if INTERRUPTED.is_set():  # a stop that came while the process was being started
+                    self.kill_now()
+                capped = CappedLog(log)
+                pump = threading.Thread(target=capped.pump, args=(proc.stdout,), daemon=True)
+                pump.start()
+                timed_out = False
+                try:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                finally:
+                    self.kill()  # nothing of the cell outlives it (orphaned compile workers included)
+                    RUNNING.discard(self)
+                    self.current = None
+                    pump.join(timeout=10)  # the whole group is dead: the pipe ends
+                    capped.finish()
+                    proc.stdout.close()
+            if timed_out:  # read after the log is complete (its kept tail written)
+                return {**_partial(out_path), "status": "timeout",
+                        "error": f"no result within {timeout_s:.0f} s (process group killed)"
+                                 f"{_last_step(log_path)}\n{_tail(log_path)}"}
+            if out_path.exists():
+                return json.loads(out_path.read_text())
+            code = proc.returncode
+            how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            if looks_like_oom(_read_tail(log_path, 16 << 10)):  # e.g. std::bad_alloc abort in native code
+                return {**_partial(out_path), "status": "oom",
+                        "error": f"cell process ran out of memory and died ({how}){_last_step(log_path)}\n"
+                                 f"{_tail(log_path)}"}
+            return {**_partial(out_path), "status": "crashed",
+                    "error": f"cell process died ({how}) without a result{_last_step(log_path)}\n{_tail(log_path)}"}
+
+    def kill_now(self) -> None:
+        """SIGKILL the cell's process group without waiting (safe in a signal handler)."""
+        proc = self.current
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        proc = self.current
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+
+
+class _Forked:
+    """The handle of a cell process forked by the zygote (collector/zygote.py), shaped like the
+    part of subprocess.Popen the launcher uses: pid, stdout, wait(timeout), returncode."""
+
+    def __init__(self, pid: int, stdout, channel: socket.socket):
+        self.pid, self.stdout, self.channel, self.returncode = pid, stdout, channel, None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        self.channel.settimeout(timeout)
+        try:
+            data = self.channel.recv(1 << 16)
+        except socket.timeout:
+            raise subprocess.TimeoutExpired("collector.cell (forked)", timeout) from None
+        finally:
+            with contextlib.suppress(OSError):
+                self.channel.settimeout(None)
+        if not data:  # the parent died (its children die with it)
+            self.returncode = -signal.SIGKILL
+        else:
+            self.returncode = os.waitstatus_to_exitcode(json.loads(data)["status"])
+        return self.returncode
+
+
+class ForkLauncher(SubprocessLauncher):
+    """Forks each cell process from a parent that has imported torch, Dynamo and Inductor once
+    (collector/zygote.py): a process no longer pays ~8-10 s of imports. A CUDA parent whose
+    imports reached the driver is replaced once by one without Inductor (retry_preload). Falls
+    back to exec, for the rest of the run, when no parent can start, when CUDA does not start in
+    a forked child, or when a forked process wrote into the parent's own (sentinel) compile cache."""
+
+    name = "fork"
+
+    def __init__(self, python: str = sys.executable, worker: Worker = Worker(), device: str = "cpu",
+                 preload: str | None = None):
+        super().__init__(python, worker)
+        self.device, self.preload = device, preload
+        # a CUDA parent that refused with the full preload is started once more with this one
+        self.retry_preload = ",".join(zygote.NO_INDUCTOR_PRELOAD) if device == "cuda" and preload is None else None
+        self.modules: list[str] | None = None  # what the serving parent imported
+        self.first_refusal: str | None = None  # why a parent was replaced by one with retry_preload
+        self.parent: subprocess.Popen | None = None
+        self.channel: socket.socket | None = None
+        self.sentinel: Path | None = None
+        self.fallback: str | None = None  # why this launcher execs instead
+        self.import_s: float | None = None
+        self.forked = self.execed = 0
+
+    def for_worker(self, worker: Worker) -> "ForkLauncher":
+        twin = ForkLauncher(self.python, worker, self.device, self.preload)
+        twin.retry_preload = self.retry_preload
+        return twin
+
+    def _tag(self) -> str:
+        return " (forked)" if self.fallback is None else ""
+
+    def describe(self) -> dict:
+        return {"launcher": self.name, "forked_processes": self.forked, "execed_processes": self.execed,
+                "parent_import_s": self.import_s, "parent_modules": self.modules,
+                "parent_first_refusal": self.first_refusal, "fallback": self.fallback}
+
+    def _start_parent(self, logs_dir: Path) -> None:
+        hello = self._try_parent(logs_dir, self.preload)
+        if not hello.get("ready") and self.retry_preload is not None and not hello.get("cuda_failed"):
+            # e.g. Inductor's import asked the CUDA driver: a parent without it still saves torch's import
+            self.first_refusal = str(hello.get("why"))
+            print(f"note: fork parent with {', '.join(hello.get('modules') or ['the full preload'])} not used "
+                  f"({self.first_refusal}); starting one that imports {self.retry_preload}", file=sys.stderr, flush=True)
+            self.close()
+            hello = self._try_parent(logs_dir, self.retry_preload)
+        if not hello.get("ready"):
+            self._give_up(f"fork parent not used: {hello.get('why')}; see {logs_dir / 'launcher.log'}")
+        else:
+            self.import_s, self.modules = hello.get("import_s"), hello.get("modules")
+
+    def _try_parent(self, logs_dir: Path, preload: str | None) -> dict:
+        """Start a parent importing `preload` (None: zygote.PRELOAD); its hello message."""
+        self.sentinel = Path(tempfile.mkdtemp(prefix="tcb-zygote-cache-"))
+        env = self._base_env()
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(self.sentinel / "inductor"),
+                   TRITON_CACHE_DIR=str(self.sentinel / "triton"))
+        if self.device == "cuda":
+            env[zygote.CUDA_ENV] = "1"
+        if preload is not None:
+            env[zygote.PRELOAD_ENV] = preload
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with open(logs_dir / "launcher.log", "ab") as log:
+                log.write(f"\n=== {dt.datetime.now().isoformat(timespec='seconds')} fork parent ===\n".encode())
+                log.flush()
+                self.parent = subprocess.Popen(
+                    [self.python, "-m", "collector.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env=env, start_new_session=True,
+                    preexec_fn=self._preexec, pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        self.channel = mine
+        mine.settimeout(ZYGOTE_START_S)
+        try:
+            data = mine.recv(1 << 16)
+            hello = json.loads(data) if data else {"ready": False, "why": "the parent exited while importing"}
+        except (socket.timeout, ValueError) as exc:
+            hello = {"ready": False, "why": f"no answer from the parent ({type(exc).__name__})"}
+        mine.settimeout(None)
+        return hello
+
+    def _give_up(self, why: str) -> None:
+        self.fallback = why
+        print(f"note: {why}; cell processes are started with exec instead", file=sys.stderr, flush=True)
+        self.close()
+
+    def _start(self, args: list[str], env: dict, logs_dir: Path):
+        if self.fallback is None and self.parent is None:
+            self._start_parent(logs_dir)
+        if self.fallback is not None:
+            self.execed += 1
+            return super()._start(args, env, logs_dir)
+        r, w = os.pipe()
+        try:
+            socket.send_fds(self.channel, [json.dumps({"module": self.module, "args": args,
+                                                       "env": env}).encode()], [w])
+            data = self.channel.recv(1 << 16)
+        except OSError as exc:
+            data = json.dumps({"refused": f"the fork parent is gone ({exc.strerror or exc})"}).encode()
+        finally:
+            os.close(w)
+        answer = json.loads(data) if data else {"refused": "the fork parent exited"}
+        if "pid" not in answer:
+            os.close(r)
+            self._give_up(f"fork parent refused a process: {answer.get('refused')}")
+            self.execed += 1
+            return super()._start(args, env, logs_dir)
+        self.forked += 1
+        return _Forked(answer["pid"], os.fdopen(r, "rb"), self.channel)
+
+    def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict:
+        forked = self.fallback is None
+        result = super().run(spec, cache_dir, log_path, timeout_s)
+        if forked and self.fallback is None and self._sentinel_written():
+            self._give_up(f"a forked process wrote into the fork parent's own compile cache ({self.sentinel}); "
+                          "its result is discarded and measured again")
+            if spec.get("kind", "cold") == "cold":  # its caches may be incomplete: start cold again
+                for sub in ("inductor", "triton"):
+                    shutil.rmtree(cache_dir / sub, ignore_errors=True)
+            return super().run(spec, cache_dir, log_path, timeout_s)
+        return result
+
+    def _sentinel_written(self) -> bool:
+        """A file in the parent's own cache folders (its imports create the empty folders)."""
+        return self.sentinel is not None and any(p.is_file() for p in self.sentinel.rglob("*"))
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.parent is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.parent.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.parent.wait(timeout=10)
+            self.parent = None
+        if self.sentinel is not None:
+            shutil.rmtree(self.sentinel, ignore_errors=True)
+            self.sentinel = None
+
+

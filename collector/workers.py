@@ -1,0 +1,56 @@
+"""Where cells run: one worker per GPU, the host's CPU cores split between them by physical core."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+@dataclass(frozen=True)
+class Worker:
+    """Where one stream of cells runs: a physical GPU (None: the default device) and CPU cores."""
+    gpu: int | None = None
+    cpus: tuple[int, ...] | None = None
+
+
+def plan_workers(gpus: list[int] | None) -> list[Worker]:
+    """One worker per listed GPU, the CPU cores this process may use split evenly between them.
+
+    No list: one worker on the default device with every core (the honest default: a cell
+    alone on the host). Several: cells run concurrently, one per GPU (recorded per row).
+    """
+    if not gpus:
+        return [Worker()]
+    if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+        raise ValueError(f"GPU indices must be distinct and >= 0, got {gpus}")
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux: no pinning
+        return [Worker(gpu=g) for g in gpus]
+    if len(cores) < len(gpus):
+        raise ValueError(f"{len(gpus)} GPU workers need at least as many CPU cores; this process has {len(cores)}")
+    groups = physical_cores(cores)
+    if len(groups) < len(gpus) or os.environ.get("TCB_CPU_SPLIT") == "logical":
+        groups = [(c,) for c in cores]  # too few physical cores (or asked for): split logical CPUs
+    per = len(groups) // len(gpus)
+    return [Worker(gpu=g, cpus=tuple(sorted(c for grp in groups[i * per:(i + 1) * per] for c in grp)))
+            for i, g in enumerate(gpus)]
+
+
+def physical_cores(cpus: list[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:
+    """`cpus` grouped by the physical core they belong to (SMT siblings together), in order.
+
+    Splitting logical CPUs by number can give two workers the two hardware threads of one core
+    (a common numbering puts sibling i + N/2 beside i): the neighbour's compile workers then share
+    the core that runs this worker's timed loop. Whole cores go to one worker instead. Where the
+    topology cannot be read, each CPU is its own group."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c in cpus:
+        topo = sysfs / f"cpu{c}" / "topology"
+        try:
+            key = ((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip())
+        except OSError:
+            key = ("?", str(c))
+        groups.setdefault(key, []).append(c)
+    return sorted((tuple(sorted(g)) for g in groups.values()), key=lambda g: g[0])
+
+
