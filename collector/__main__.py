@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 
 from collector import matrix as mx  # noqa: E402
-from collector import envinfo, models, schema, shard  # noqa: E402
+from collector import envinfo, models, shard  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
+from collector.store import RunStore, left_to_measure  # noqa: E402
 from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, ForkLauncher, RunError, SubprocessLauncher,  # noqa: E402
                               Target, check_run_id, collect_targets, default_run_id, interrupt,
                               plan_workers)
@@ -247,20 +248,22 @@ def parse_gpus(text: str, env: dict) -> list[int] | None:
     return gpus
 
 
-def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None) -> int:
+def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None, retry_failed: bool = False) -> int:
     """List the matrix's cells; with the run folder of `run_id` under `out`, mark those it holds
-    (`done`, or the failed status with --retry-failed in mind) and count what is left."""
-    cells_dir = out / run_id / "cells" if run_id else None
-    saved = ({p.stem: p for p in cells_dir.glob("*.parquet")} if cells_dir and cells_dir.is_dir() else {})
-    left = 0
+    (`done`, or the failed status) and count what the same command would measure: the run store's
+    rule (collector.store.left_to_measure), so a file the collector would set aside (zero bytes,
+    truncated, another cell's row) counts as left, and RETRY=1 counts the failed rows as left."""
+    saved = RunStore(out / run_id).saved() if run_id else {}
+    left = {c.cell_id for c in left_to_measure(matrix.cells, saved, retry_failed)}
     for cell in matrix.cells:
         if cell.cell_id in saved:
-            status = schema.read_status(saved[cell.cell_id])
-            print(f"{cell.cell_id}  [{'done' if status == 'ok' else status}]")
+            status = saved[cell.cell_id]
+            again = " (measured again: RETRY)" if cell.cell_id in left else ""
+            print(f"{cell.cell_id}  [{'done' if status == 'ok' else status}]{again}")
         else:
-            left += 1
             print(cell.cell_id)
-    where = f"; run {run_id}: {len(matrix.cells) - left} saved, {left} to measure" if saved else ""
+    where = (f"; run {run_id}: {len(matrix.cells) - len(left)} saved, {len(left)} to measure"
+             if saved else "")
     print(f"{len(matrix.cells)} cells{where}")
     return 0
 
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         if preset != "auto":
             matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn, args.cells)  # bad input fails here
             if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
-                return dry_run(matrix, Path(args.out), args.run_id)
+                return dry_run(matrix, Path(args.out), _shard_run_id(args.run_id, shard_kn), args.retry_failed)
             if args.executor == "slurm":
                 if len(args.pythons or []) > 1:
                     raise ValueError("several --python interpreters are measured interleaved on one machine; "
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--plant-on {','.join(unknown)}: no such interpreter label; valid: {', '.join(labels)}")
         if args.dry_run:
             for r in run_ids:
-                dry_run(matrix, Path(args.out), r)
+                dry_run(matrix, Path(args.out), r, args.retry_failed)
             return 0
         workers = plan_workers(parse_gpus(args.gpus, env))
         targets = []

@@ -28,13 +28,12 @@ from collector.launch import (LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, ForkLau
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
 from collector.stop import INTERRUPTED, REPORTED, RUNNING, check_interrupted, interrupt  # noqa: F401
-from collector.store import (BEFORE, ENV_MUST_MATCH, PROTOCOL_MUST_MATCH, RUN_ID_RE, RunError, RunStore,  # noqa: F401
-                             _now, _write_json, check_run_id, default_run_id, prepare_run, run_lock,
+from collector.store import (BEFORE, ENV_MUST_MATCH, PROTOCOL_MUST_MATCH, RETRYABLE, RUN_ID_RE, RunError, RunStore,  # noqa: F401
+                             _now, _write_json, check_run_id, default_run_id, left_to_measure, prepare_run, run_lock,
                              source_fingerprint)
 from collector.workers import Worker, physical_cores, plan_workers  # noqa: F401
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", "export_error", None)
 
 
 def dir_bytes(path: Path) -> int | None:
@@ -228,8 +227,7 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
     manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
     saved = store.set_aside_bad(out)
-    done = {c for c, status in saved.items() if not (retry_failed and status in RETRYABLE)}
-    todo = [c for c in t.matrix.cells if c.cell_id not in done]
+    todo = left_to_measure(t.matrix.cells, saved, retry_failed)
     return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
 
 

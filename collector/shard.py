@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from collector import schema
-from collector.store import write_json as _write_json
+from collector.store import ENV_MUST_MATCH, write_json as _write_json
 
 
 class ShardError(ValueError):
@@ -50,7 +50,7 @@ def run_id_for(run_id: str, k: int, n: int) -> str:
     return f"{run_id}-shard{k}of{n}"
 
 
-MUST_MATCH = ("device", "device_name", "torch_version")
+MUST_MATCH = ENV_MUST_MATCH  # the environment fields every shard must share (as a resumed run)
 
 
 def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.stdout) -> dict:

@@ -212,8 +212,8 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
                settings: SlurmSettings | None = None, launcher: str = CellJob.launcher) -> Path:
     """Queue every cell of `matrix` that has no row and no live job; returns the run folder.
     The run's manifest is prepared as for a local run (one environment per run, the protocol)."""
-    from collector.runner import RETRYABLE
-    from collector.store import RunError, check_run_id, prepare_run, run_lock, write_json as _write_json
+    from collector.store import (RETRYABLE, RunError, check_run_id, left_to_measure, prepare_run, run_lock,
+                                 write_json as _write_json)
 
     out = out or sys.stdout
     run_dir = Path(out_dir) / check_run_id(run_id)
@@ -229,9 +229,8 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         live = executor.states([known[c]["job_id"] for c in known])
         stale = store.release_stale(lambda job_id: job_id in live)
         saved = store.saved()
-        todo = [c for c in matrix.cells
-                if (c.cell_id not in saved or (resubmit_failed and saved[c.cell_id] in RETRYABLE))
-                and known.get(c.cell_id, {}).get("job_id") not in live]
+        todo = [c for c in left_to_measure(matrix.cells, saved, resubmit_failed)
+                if known.get(c.cell_id, {}).get("job_id") not in live]
         if stale:
             print(f"released {len(stale)} claim(s) of jobs that are gone: {', '.join(stale)}", file=out)
         if not todo:

@@ -140,6 +140,16 @@ def run_lock(run_dir: Path):
 
 write_json = _write_json  # the one atomic JSON writer of the collector (runner, SLURM, shards)
 
+# saved statuses that RETRY=1 measures again (None: a row without a status)
+RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "compile_error", "export_error", None)
+
+
+def left_to_measure(cells: list, saved: dict, retry_failed: bool = False) -> list:
+    """The one rule for what is left: the cells without a good saved row (`saved`: cell id ->
+    status, from RunStore.saved or set_aside_bad), and with `retry_failed` those whose saved row
+    failed (RETRYABLE). The local executor, SLURM submission and --dry-run all use it."""
+    return [c for c in cells if c.cell_id not in saved or (retry_failed and saved[c.cell_id] in RETRYABLE)]
+
 
 class RunStore:
     def __init__(self, run_dir: Path):

@@ -173,3 +173,23 @@ def test_per_process_medians_have_one_python_implementation_and_the_sql_twin_agr
         c = samples[cid]
         assert np.allclose(stats.process_medians(c.eager_ms, c.processes), eager_sql)
         assert np.allclose(contract.process_medians(list(c.compiled_ms), c.processes), compiled_sql)
+
+
+def test_dry_run_answers_what_the_real_run_would_measure(tmp_path, capsys):
+    """--dry-run uses the run store's rule: a zero-byte cell file is left to measure (the real run
+    sets it aside), RETRY=1 counts failed rows, and --shard reads the shard's own folder."""
+    from collector.__main__ import main
+
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1})
+    log = []
+    collect_targets([Target(m, {**ENV, "torch_version": "1"}, "d", Recorder("1", log))], tmp_path)
+    cells = sorted((tmp_path / "d" / "cells").glob("*.parquet"))
+    cells[0].write_bytes(b"")  # a zero-byte file: not a saved cell
+    capsys.readouterr()
+    assert main(["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
+                 "--run-id", "d", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"run d: {len(m.cells) - 1} saved, 1 to measure" in out
+    assert main(["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
+                 "--run-id", "d", "--shard", "1/2", "--dry-run"]) == 0
+    assert "saved" not in capsys.readouterr().out.splitlines()[-1]  # d-shard1of2 holds nothing yet
