@@ -163,14 +163,16 @@ def geomean_interval(replicates: list[np.ndarray], level: float = 0.95) -> tuple
 
 
 def verdict(lo: float, hi: float, point: float | None = None, min_effect: float = 0.0) -> str:
-    """'faster' / 'slower' when the interval excludes 1 and the point estimate is at least
-    `min_effect` away from 1 (as a ratio), else 'no clear difference'."""
-    big = point is None or abs(np.log(point)) >= np.log1p(min_effect)
-    if lo > 1.0 and big:
-        return "faster"
-    if hi < 1.0 and big:
-        return "slower"
-    return "no clear difference"
+    """'faster' / 'slower' for a speedup (or a ratio where larger is better): the one call rule of
+    analysis/estimates.py (the interval excludes 1 and the point is at least `min_effect` away from
+    1 on the log scale), else 'no clear difference'. Without a point, the interval alone decides."""
+    from analysis import estimates
+
+    if point is None or not point > 0:
+        point = float(np.sqrt(lo * hi)) if lo > 0 and hi > 0 else None
+        min_effect = 0.0
+    call = estimates.call_rule(point, lo, hi, min_effect, higher_is_better=True)
+    return {estimates.IMPROVED: "faster", estimates.REGRESSED: "slower"}.get(call, "no clear difference")
 
 
 def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:

@@ -37,9 +37,11 @@ class Verdict:
 
 
 def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str, str]:
-    if lo > 1 and g >= 1 + min_effect:
+    """A group's geometric-mean speedup in words, called by the one rule (stats.verdict)."""
+    call = stats.verdict(lo, hi, g, min_effect)
+    if call == "faster":
         return f"{g:.2f}x faster", "faster"
-    if hi < 1 and g <= 1 - min_effect:
+    if call == "slower":
         return f"{(1 - g) * 100:.0f}% slower ({g:.2f}x)", "slower"
     return f"no meaningful difference ({g:.2f}x)", "unclear"
 
