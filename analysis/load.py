@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 
 from collector.compact import COMPACT, fingerprint, read_index
+from collector.contract import upgrade_manifest
 from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of
 
 KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -98,7 +99,7 @@ def read_manifest(path: Path) -> tuple[dict, list[tuple[str, str]]]:
     if data.get("run_id") not in (None, name):
         problems.append((str(path), f"run manifest names run {str(data.get('run_id'))[:100]!r}; this report "
                                     f"uses the folder's name {name!r} (a run is its folder)"))
-    return data, problems
+    return upgrade_manifest(data), problems
 
 
 def _manifests(root: Path) -> list[Path]:

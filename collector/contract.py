@@ -28,6 +28,21 @@ def last_logged_step(text: str) -> str | None:
     return steps[-1].strip() if steps else None
 
 
+# protocol keys added after runs were first collected, with the value every run made before had:
+# the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
+# run and for the analysis reading one
+PROTOCOL_BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
+
+
+def upgrade_manifest(manifest: dict) -> dict:
+    """run.json as the current code reads it: a copy whose protocol has every key PROTOCOL_BEFORE
+    names (an old run's missing key is the value such runs had). Nothing else is invented."""
+    out = dict(manifest)
+    if isinstance(out.get("protocol"), dict):
+        out["protocol"] = {**PROTOCOL_BEFORE, **out["protocol"]}
+    return out
+
+
 def process_medians(values, processes) -> list[float]:
     """Median of each process's samples, a row's list column stored one process after the other
     (the last `len % processes` samples, if any, belong to no process). The one implementation:

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from collector import schema
+from collector.contract import PROTOCOL_BEFORE, upgrade_manifest
 from collector.matrix import Matrix
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +36,7 @@ ENV_MUST_MATCH = ("device", "device_name", "torch_version")
 PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
                        "tf32", "processes", "plant_slowdown_pct")
 
-# what a run made before a protocol key existed did
-BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
+BEFORE = PROTOCOL_BEFORE  # what a run made before a protocol key existed did (collector.contract)
 
 class RunError(RuntimeError):
     """The run cannot go on (locked, mismatched environment, unwritable directory)."""
@@ -80,6 +80,27 @@ def source_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+class ManifestError(ValueError):
+    """A run.json the collector cannot resume from (bad input: exit 2), naming the file."""
+
+
+def read_run_manifest(path: Path) -> dict:
+    """An existing run.json, upgraded (collector.contract.upgrade_manifest); ManifestError naming
+    the file and what is wrong (not JSON, not an object, a missing or mistyped key)."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ManifestError(f"{path} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); fix or "
+                            "remove it (the cell files beside it are kept), or use another run id") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path} holds a JSON {type(data).__name__}, not an object; use another run id")
+    for key, kind in (("environment", dict), ("sessions", list)):
+        if not isinstance(data.get(key), kind):
+            raise ManifestError(f"{path} has no {key!r} {kind.__name__} (a hand-edited or foreign file?); "
+                                "restore it or use another run id")
+    return upgrade_manifest(data)
+
+
 def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
     """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
     manifest_path = run_dir / "run.json"
@@ -88,7 +109,7 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
                "project_git_sha": _project_sha(), "collector_source_sha1": source_fingerprint(),
                "cells_in_matrix": len(matrix.cells)}
     if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text())
+        manifest = read_run_manifest(manifest_path)
         old = manifest["environment"]
         diff = [f"{k}: run has {old.get(k)!r}, this machine {env.get(k)!r}"
                 for k in ENV_MUST_MATCH if old.get(k) != env.get(k)]
@@ -96,8 +117,7 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
             raise RunError(f"{run_dir} was collected in another environment ({'; '.join(diff)}); "
                            "choose another run id (RUN=...) instead of mixing them")
         old_p, new_p = manifest.get("protocol", {}), asdict(matrix.protocol)
-        changed = [f"{k}: {old_p.get(k, BEFORE.get(k))!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH
-                   if old_p.get(k, BEFORE.get(k)) != new_p[k]]
+        changed = [f"{k}: {old_p.get(k)!r} -> {new_p[k]!r}" for k in PROTOCOL_MUST_MATCH if old_p.get(k) != new_p[k]]
         if changed:
             raise RunError(f"{run_dir} was measured with another protocol ({'; '.join(changed)}); "
                            "use another run id (RUN=...)")

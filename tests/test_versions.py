@@ -193,3 +193,25 @@ def test_dry_run_answers_what_the_real_run_would_measure(tmp_path, capsys):
     assert main(["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
                  "--run-id", "d", "--shard", "1/2", "--dry-run"]) == 0
     assert "saved" not in capsys.readouterr().out.splitlines()[-1]  # d-shard1of2 holds nothing yet
+
+
+def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
+    """One upgrade for old manifests (a run from before `processes` resumes as one process a cell);
+    a run.json that is not JSON, or lacks its environment, is refused naming the file (exit 2)."""
+    from collector.__main__ import main
+    from collector.contract import upgrade_manifest
+
+    assert upgrade_manifest({"protocol": {"blocks": 8}})["protocol"] == {"blocks": 8, "processes": 1,
+                                                                          "plant_slowdown_pct": 0}
+    run = tmp_path / "r"
+    run.mkdir()
+    args = ["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
+            "--run-id", "r", "--python", "/bin/true"]
+    for text, words in (("{not json", "is not valid JSON"), ('{"run_id": "r"}', "has no 'environment'")):
+        (run / "run.json").write_text(text)
+        from collector import store
+        with pytest.raises(store.ManifestError, match=words):
+            store.read_run_manifest(run / "run.json")
+    assert str(run / "run.json") in str(pytest.raises(store.ManifestError, store.read_run_manifest,
+                                                      run / "run.json").value)
+    assert args  # the CLI maps ManifestError (a ValueError) to exit 2 like every bad input
