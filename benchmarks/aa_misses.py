@@ -16,32 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis import stats  # noqa: E402
-from analysis.compare import run_intervals  # noqa: E402
+from analysis.calibration import misses  # noqa: E402
 from analysis.context import prepare  # noqa: E402
 from analysis.load import discover_runs, load  # noqa: E402
-
-def misses(loaded, a: str, b: str, reps: int = stats.DEFAULT_REPS) -> tuple[int, list[tuple[str, float, float]]]:
-    """(cells compared, [(cell id, B's shift %, A's half-width %)] for the cells A's interval misses)."""
-    ia = run_intervals(loaded, a, reps)
-    # (speedup, processes) per ok cell, from the stats table the reports read (no samples loaded)
-    point = {run: {cid: (s, p) for cid, s, p in loaded.con.execute(
-        "SELECT cell_id, speedup, processes FROM stats WHERE run_id = $r AND status = 'ok'", {"r": run}).fetchall()}
-        for run in (a, b)}
-    n, out = 0, []
-    for key, (lo, hi) in sorted(ia.items()):
-        (sa, pa), (sb, pb) = point[a].get(key, (None, 1)), point[b].get(key, (None, 1))
-        if pa < 2 or pb < 2 or stats.missing(sa) or stats.missing(sb):
-            continue
-        n += 1
-        if not lo <= sb <= hi:
-            out.append((key, 100 * (sb / sa - 1), 100 * (np.sqrt(hi / lo) - 1)))
-    return n, out
-
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis import stats  # noqa: E402
+from analysis.calibration import real, welch  # noqa: E402
 
 TRUE = 1.5
 BLOCKS, SPB = 8, 10
@@ -88,62 +89,6 @@ def aa(sims: int) -> None:
                 widths.append((whi - wlo) / (chi - clo))
             print(f"{processes:>9} {between:>10.2f} {holds / sims:>10.1%} {change0 / sims:>15.1%} "
                   f"{welch0 / sims:>14.1%} {np.median(widths):>19.2f}")
-
-
-def welch(rng, a: np.ndarray, b: np.ndarray, reps: int = 20000) -> tuple[float, float]:
-    """95% Welch interval of mean(b) - mean(a) (per-process values), its t quantile drawn (no scipy)."""
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = np.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    t = np.quantile(np.abs(rng.standard_normal(reps) / np.sqrt(rng.chisquare(df, reps) / df)), 0.95)
-    d = b.mean() - a.mean()
-    return d - t * se, d + t * se
-
-
-def log_process_speedups(c) -> np.ndarray:
-    """A cell's per-process log speedups (eager / compiled median of each process)."""
-    return np.log(stats.process_medians(c.eager_ms, c.processes) / stats.process_medians(c.compiled_ms, c.processes))
-
-
-def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> list[tuple]:
-    """The comparison's speedup-change interval against a Welch interval on committed run pairs:
-    per pair, cells with 3+ processes in both runs, how many intervals hold 0, how many would be
-    called (interval excludes 0 and the change is at least the minimum effect), median width ratio."""
-    from analysis.compare import _samples
-    from analysis.context import prepare
-    from analysis.load import discover_runs, load
-
-    found = {r.run_id: r for r in discover_runs(Path(data))}
-    rng = np.random.default_rng(0)
-    small = np.log1p(min_effect)
-    print(f"{'A':>28} {'B':>28} {'cells':>5} {'holds 0: now':>12} {'Welch':>6} {'called: now':>11} "
-          f"{'Welch':>6} {'width Welch/now':>15}")
-    out = []
-    for a, b in zip(runs[::2], runs[1::2]):
-        loaded = load([found[a], found[b]])
-        prepare(loaded)
-        sa = {c.key: c for c in _samples(loaded, a)["reps"]}
-        sb = {c.key: c for c in _samples(loaded, b)["reps"]}
-        keys = sorted(k for k in sa if k in sb and sa[k].processes >= 2 and sb[k].processes >= 2
-                      and not np.array_equal(sa[k].eager_ms, sa[k].compiled_ms))
-        ma = stats.bootstrap_medians([sa[k] for k in keys], seed=1)  # as analysis/compare.py draws them
-        mb = stats.bootstrap_medians([sb[k] for k in keys], seed=2)
-        now0 = welch0 = now_called = welch_called = 0
-        widths = []
-        for k in keys:
-            d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))  # the change's replicates
-            lo, hi = stats.interval(d_now)
-            la, lb = log_process_speedups(sa[k]), log_process_speedups(sb[k])
-            wlo, whi = welch(rng, la, lb)
-            now0 += lo <= 0 <= hi
-            welch0 += wlo <= 0 <= whi
-            now_called += not (lo <= 0 <= hi) and abs(np.median(d_now)) >= small
-            welch_called += not (wlo <= 0 <= whi) and abs(lb.mean() - la.mean()) >= small
-            widths.append((whi - wlo) / (hi - lo))
-        print(f"{a:>28} {b:>28} {len(keys):>5} {now0:>12} {welch0:>6} {now_called:>11} {welch_called:>6} "
-              f"{np.median(widths) if widths else float('nan'):>15.2f}")
-        out.append((a, b, len(keys), now0, welch0, now_called, welch_called))
-    return out
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.reliability import MATRIX, fake_python, signal_and_resume
+from collector.faults import MATRIX, fake_python, signal_and_resume
 from collector import matrix as mx
 from collector import runner
 from collector.__main__ import main as collector_main

@@ -173,7 +173,7 @@ def test_the_h200_aa_misses_are_shifts_below_the_minimum_effect():
     from conftest import ROOT
 
     sys.path.insert(0, str(ROOT))
-    from benchmarks.aa_misses import misses
+    from analysis.calibration import misses
 
     runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     loaded = load([runs["aa-x2-y"], runs["aa-x2-w"]])
@@ -312,7 +312,7 @@ def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
     from analysis.context import compute_verdicts
 
     sys.path.insert(0, str(ROOT))
-    from benchmarks.aa_misses import misses
+    from analysis.calibration import misses
 
     runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     a, b = runs["repeat-h200-a"], runs["repeat-h200-b"]
@@ -342,7 +342,7 @@ def test_the_welch_check_on_committed_runs():
     from conftest import ROOT
 
     sys.path.insert(0, str(ROOT))
-    from benchmarks.interval_coverage import real
+    from analysis.calibration import real
 
     aa, planted = real(str(ROOT / "data" / "examples"),
                        ["launch-cpu-exec", "launch-cpu-fork", "repeat-cpu-b", "repeat-cpu-planted10"])

@@ -15,7 +15,7 @@ import pytest
 from collector import matrix as mx
 from collector import schema
 from collector.runner import RunError, SubprocessLauncher, collect, measure_cell
-from benchmarks.reliability import MATRIX, fake_python, kill_and_resume
+from collector.faults import MATRIX, fake_python, kill_and_resume
 from conftest import ROOT
 
 

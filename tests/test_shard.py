@@ -94,7 +94,7 @@ def test_the_command_line_measures_its_slice_in_its_own_folder(tmp_path):
     import os
     import sys
 
-    from benchmarks.reliability import fake_python
+    from collector.faults import fake_python
 
     cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp,gnn,moe", "--processes", "1",
            "--out", str(tmp_path), "--run-id", "r", "--shard", "2/3", "--python", fake_python(tmp_path)]
