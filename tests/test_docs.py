@@ -41,3 +41,19 @@ def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
                / "summary.md").read_text()
     verdict = [line for line in summary.split("Before you quote these:")[0].splitlines() if line.startswith("- ")]
     assert quoted and quoted == verdict
+
+
+def test_the_wheel_packages_every_module_and_data_file():
+    """`pip install .` must give a working tool: every folder of Python modules under collector/ and
+    analysis/ is a listed package, and the presets, SQL and templates travel as package data
+    (checked by building the wheel once: collector.matrix builds the versions preset from the
+    installed files and `python -m analysis` renders)."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(conf["packages"])
+    for top in ("collector", "analysis"):
+        for d in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+            if any(d.glob("*.py")) or any(d.glob("*.sql")) or any(d.glob("*.toml")):
+                assert ".".join(d.relative_to(ROOT).parts) in listed, d
+    assert "report_templates" in listed and "*.j2" in conf["package-data"]["report_templates"]
