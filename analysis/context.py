@@ -426,7 +426,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         description = re.sub(r"^One GPU:\s*", "", description)
 
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
-                               failures, noise, min_effect, notes, len(loaded.skipped_in(run)))
+                               failures, noise, min_effect, len(hosts) > 1 or len(boots) > 1,
+                               len(loaded.skipped_in(run)))
     # chart inputs
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),

@@ -61,7 +61,7 @@ def _group_label(r: dict) -> tuple[str, str]:
 
 
 def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list, noise: float,
-          min_effect: float, notes: list[str], skipped: int = 0) -> Verdict:
+          min_effect: float, several_machines: bool = False, skipped: int = 0) -> Verdict:
     """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
     batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
     cell's bootstrap/t replicates of its speedup; `breakeven`: cell_id -> cold break-even steps."""
@@ -119,11 +119,11 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
         parts.append("No cell has a speedup (no ok cell with a compiled side)")
     v.sentence = ("; ".join(parts) + ".") if parts else ""
     v.sentence = v.sentence[:1].upper() + v.sentence[1:]
-    v.caveats = _caveats(speed, failures, noise, notes, skipped)
+    v.caveats = _caveats(speed, failures, noise, several_machines, skipped)
     return v
 
 
-def _caveats(speed: list[dict], failures: list, noise: float, notes: list[str], skipped: int) -> list[str]:
+def _caveats(speed: list[dict], failures: list, noise: float, several_machines: bool, skipped: int) -> list[str]:
     """Short lines, most decisive first; the notes and tables below say more."""
     out = []
     n = len(speed)
@@ -154,7 +154,7 @@ def _caveats(speed: list[dict], failures: list, noise: float, notes: list[str], 
     concurrent = [r for r in speed if (r.get("concurrent_cells") or 1) > 1]
     if concurrent:
         out.append(f"{len(concurrent)} of {n} cells ran beside another cell (one per GPU, CPU cores split).")
-    if any("different machines" in x or "machines or boots" in x for x in notes):
+    if several_machines:  # a structured flag from the run's hosts and boot ids (context.py), not its prose
         out.append("Collected on more than one machine: compare cells of one machine where it matters.")
     if skipped:
         out.append(f"{skipped} input file(s) were skipped (listed below).")

@@ -19,7 +19,7 @@ def _reps(cells, sd=0.002):
 
 def test_a_tiny_difference_is_not_a_verdict_of_faster():
     cells = [_cell(0, 1.004, verdict_="no clear difference"), _cell(1, 1.003, verdict_="no clear difference")]
-    v = verdict.build(cells, _reps(cells), {}, [], 0.10, 0.02, [])
+    v = verdict.build(cells, _reps(cells), {}, [], 0.10, 0.02)
     assert v.rows[0].css == "unclear" and v.rows[0].speedup.startswith("no meaningful difference")
     assert v.sentence.startswith("Compiling makes no meaningful difference in 1 of 1")
 
@@ -27,7 +27,7 @@ def test_a_tiny_difference_is_not_a_verdict_of_faster():
 def test_groups_speedups_payoff_slower_cells_and_what_is_pooled():
     cells = [_cell(0, 2.0), _cell(1, 1.5), _cell(2, 0.8, phase="train", verdict_="slower"),
              _cell(3, 0.7, phase="train", verdict_="slower")]
-    v = verdict.build(cells, _reps(cells), {"c0": 100.0, "c1": 300.0}, [], 0.10, 0.02, [])
+    v = verdict.build(cells, _reps(cells), {"c0": 100.0, "c1": 300.0}, [], 0.10, 0.02)
     infer, train = v.rows
     assert infer.speedup == "1.73x faster" and infer.pays_off.startswith("~200 steps (2 cell(s))")
     assert infer.pools == "2 model(s); dtypes amp_bf16; batch 8-16"
@@ -39,7 +39,7 @@ def test_groups_speedups_payoff_slower_cells_and_what_is_pooled():
 def test_caveats_name_failures_test_runs_one_process_and_disagreeing_cells():
     cells = [_cell(0, 2.0, processes=1, spread=None), _cell(1, 1.5, spread=0.2, planted_slowdown_pct=10.0)]
     failures = [FailureRow("x", "crashed", "boom", "boom")]
-    v = verdict.build(cells, _reps(cells), {}, failures, 0.10, 0.02, [])
+    v = verdict.build(cells, _reps(cells), {}, failures, 0.10, 0.02)
     text = "\n".join(v.caveats)
     assert "TEST RUN" in v.caveats[0] and "1 cell(s) failed (1 crashed)" in text
     assert "1 of 2 cells were timed in one process" in text and "1 of 2 cells have processes that disagree" in text
