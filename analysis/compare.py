@@ -154,13 +154,9 @@ def _pct(r: float) -> str:
 
 
 def _samples(loaded: Loaded, run_id: str) -> dict:
-    rows = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
-    cells, has_compiled = [], {}
-    for _, cell_id, blocks, spb, eager, compiled, processes in rows:
-        has_compiled[cell_id] = bool(compiled)
-        cells.append(stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled or eager),
-                                       int(blocks or 1), int(spb or 1), int(processes or 1)))
-    return {"reps": cells, "has_compiled": has_compiled}
+    """The run's samples as the run report loaded them (stats.run_samples: once per run)."""
+    got = stats.run_samples(loaded, run_id)
+    return {"reps": [c for c, _ in got], "has_compiled": {c.key: has for c, has in got}}
 
 
 def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:

@@ -218,10 +218,7 @@ def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float =
     """Interval of every compiled cell of the run (stats.bootstrap_medians: over processes, or over
     blocks for a one-process cell); store table `verdicts`; return replicates by cell."""
     con = loaded.con
-    rows = con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
-    cells = [stats.CellSamples(cell_id, np.asarray(eager), np.asarray(compiled), int(blocks or 1), int(spb or 1),
-                               int(processes or 1))
-             for _, cell_id, blocks, spb, eager, compiled, processes in rows if compiled]  # eager-only: no speedup
+    cells = [c for c, compiled in stats.run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
     reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
     points = dict(con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = $run_id", {"run_id": run_id}).fetchall())
     rows = []

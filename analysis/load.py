@@ -57,6 +57,7 @@ class Loaded:
     con: duckdb.DuckDBPyConnection
     runs: list[Run]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    cache: dict = field(default_factory=dict)  # what is computed once per run (stats.run_samples)
 
     def skipped_in(self, *runs: Run) -> list[tuple[str, str]]:
         """The files left out (and manifest problems) of these runs only."""

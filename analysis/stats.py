@@ -46,6 +46,21 @@ class CellSamples:
     processes: int = 1
 
 
+def run_samples(loaded, run_id: str) -> list[tuple[CellSamples, bool]]:
+    """Every cell of a run as CellSamples (an eager-only cell carries its eager samples on both
+    sides) with whether it has a compiled side: loaded once per run and kept on `loaded`, for the
+    run report's intervals and the comparison alike."""
+    from analysis.load import sql
+
+    key = ("samples", run_id)
+    if key not in loaded.cache:
+        rows = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
+        loaded.cache[key] = [(CellSamples(cell_id, np.asarray(eager), np.asarray(compiled or eager),
+                                          int(blocks or 1), int(spb or 1), int(processes or 1)), bool(compiled))
+                             for _, cell_id, blocks, spb, eager, compiled, processes in rows]
+    return loaded.cache[key]
+
+
 def missing(v) -> bool:
     """A null value as the loaded rows carry it: None, a float NaN or pandas' NA."""
     return v is None or v is pd.NA or (isinstance(v, float) and v != v)
