@@ -85,26 +85,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--batch-sizes", type=_csv(int), dest="batch_sizes")
     p.add_argument("--scopes", type=_csv(str), dest="compile_scopes", help=f"{', '.join(mx.SCOPES)}")
     p.add_argument("--dynamic", type=_csv(str), help=f"torch.compile dynamic shapes: {', '.join(mx.DYNAMIC)}")
-    p.add_argument("--blocks", type=int)
-    p.add_argument("--steps-per-block", type=int, dest="steps_per_block")
-    p.add_argument("--warmup-steps", type=int, dest="warmup_steps")
-    p.add_argument("--timeout", type=int, dest="timeout_s", help="seconds per cell process")
-    p.add_argument("--warm-compile", choices=["0", "1"], dest="warm_compile",
-                   help="also time compilation with a warm cache in a second process (default 1)")
-    p.add_argument("--portable-cache", choices=["0", "1"], dest="portable_cache",
-                   help="also time a third process that loads the cold compile's portable cache artifacts "
-                        "into an empty cache directory (torch.compiler.save/load_cache_artifacts; default 0)")
-    p.add_argument("--recompile-sweep", choices=["0", "1"], dest="recompile_sweep",
-                   help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size "
-                        "in the same process and record the first calls and recompiles (default 0)")
-    p.add_argument("--processes", type=int,
-                   help="fresh processes that time each cell: the cold-compile one plus N-1 on its warm cache "
-                        "(default 3; the process is the unit of repetition, docs/measurement.md)")
-    p.add_argument("--plant-slowdown", type=int, dest="plant_slowdown_pct", metavar="PCT",
-                   help="test option: add work worth PCT%% of the compiled step after each compiled step "
-                        "(a host busy wait, plus the same GPU time on a GPU), to check that a comparison calls a change "
-                        "of known size")
-    p.add_argument("--tf32", choices=["0", "1"])
+    for setting in mx.SETTINGS:  # the protocol's options, declared once (collector/matrix.py)
+        if setting.cli:
+            kind = dict(choices=["0", "1"]) if setting.kind is bool else dict(type=setting.kind)
+            p.add_argument(setting.cli, dest=setting.name, help=setting.help or None,
+                           metavar="PCT" if setting.name == "plant_slowdown_pct" else None, **kind)
     p.add_argument("--device", choices=list(mx.DEVICES))
     p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
     p.add_argument("--out", default=str(PROJECT_ROOT / "data" / "runs"), help="parent of run directories")
@@ -270,9 +255,7 @@ def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None, retry_failed: bool
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    overrides = {k: getattr(args, k) for k in mx.AXES + ("blocks", "steps_per_block", "warmup_steps",
-                                                          "timeout_s", "warm_compile", "portable_cache", "recompile_sweep", "tf32",
-                                                          "device", "processes", "plant_slowdown_pct")}
+    overrides = {k: getattr(args, k) for k in mx.AXES + ("device",) + tuple(s.name for s in mx.SETTINGS if s.cli)}
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     INTERRUPTED.clear()
     REPORTED.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from itertools import product
 from pathlib import Path
 
@@ -25,23 +25,54 @@ DYNAMIC = ("auto", "true", "false")  # torch.compile(dynamic=None | True | False
 DEVICES = ("auto", "cuda", "cpu")
 AXES = ("models", "phases", "modes", "dtypes", "batch_sizes", "compile_scopes", "dynamic")
 OPTIONAL_AXES = ("batch_sizes", "dynamic")  # default: each model's batch size; dynamic "auto"
-# protocol key -> (type, minimum, maximum)
-PROTOCOL = {
-    "blocks": (int, 1, 1000),
-    "steps_per_block": (int, 1, 10000),
-    "min_block_ms": (int, 0, 60000),
-    "min_sample_ms": (int, 0, 1000),
-    "warmup_steps": (int, 0, 1000),
-    "max_warmup_calls": (int, 3, 1000),
-    "timeout_s": (int, 1, 24 * 3600),
-    "seed": (int, 0, 2**31 - 1),
-    "processes": (int, 1, 50),
-    "plant_slowdown_pct": (int, 0, 100),
-    "warm_compile": (bool, None, None),
-    "portable_cache": (bool, None, None),
-    "recompile_sweep": (bool, None, None),
-    "tf32": (bool, None, None),
-}
+@dataclass(frozen=True)
+class Setting:
+    """One protocol setting, declared once: the Protocol dataclass, preset validation, the CLI
+    (`cli`), the refusal to resume a run measured otherwise (`must_match`) and the value of runs made
+    before the setting existed (collector.contract.PROTOCOL_BEFORE) are derived from or checked
+    against this table."""
+
+    name: str
+    kind: type
+    default: object
+    lo: int | None = None
+    hi: int | None = None
+    must_match: bool = True  # a run resumed with another value is refused
+    cli: str | None = None  # the collector's option, where it has one
+    help: str = ""
+
+
+SETTINGS = (
+    Setting("blocks", int, 8, 1, 1000, cli="--blocks", help="timed blocks per side (alternating eager/compiled)"),
+    Setting("steps_per_block", int, 5, 1, 10000, cli="--steps-per-block", help="samples per block (at least)"),
+    Setting("min_block_ms", int, 100, 0, 60000, help="a block lasts at least this long"),
+    Setting("min_sample_ms", int, 2, 0, 1000, help="a sample lasts at least this long (steps per sample)"),
+    Setting("warmup_steps", int, 3, 0, 1000, cli="--warmup-steps", help="untimed steps per side before timing"),
+    Setting("max_warmup_calls", int, 10, 3, 1000, must_match=False,
+            help="compiled calls allowed until no compile event occurs"),
+    Setting("timeout_s", int, 900, 1, 24 * 3600, must_match=False, cli="--timeout", help="seconds per cell process"),
+    Setting("seed", int, 0, 0, 2**31 - 1, help="model and input seed"),
+    # fresh processes that time each cell: the cold-compile one plus processes - 1 on its warm
+    # cache (the process is the unit of repetition: docs/measurement.md)
+    Setting("processes", int, 3, 1, 50, cli="--processes",
+            help="fresh processes that time each cell: the cold-compile one plus N-1 on its warm cache "
+                 "(default 3; the process is the unit of repetition, docs/measurement.md)"),
+    # test option: extra work after each compiled step worth this % of its median (0: none)
+    Setting("plant_slowdown_pct", int, 0, 0, 100, cli="--plant-slowdown",
+            help="test option: add work worth PCT%% of the compiled step after each compiled step (a host busy "
+                 "wait, plus the same GPU time on a GPU), to check that a comparison calls a change of known size"),
+    Setting("warm_compile", bool, True, must_match=False, cli="--warm-compile",
+            help="also time compilation with a warm cache in a second process (default 1)"),
+    Setting("portable_cache", bool, False, must_match=False, cli="--portable-cache",
+            help="also time a third process that loads the cold compile's portable cache artifacts into an "
+                 "empty cache directory (torch.compiler.save/load_cache_artifacts; default 0)"),
+    Setting("recompile_sweep", bool, False, must_match=False, cli="--recompile-sweep",
+            help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size in the "
+                 "same process and record the first calls and recompiles (default 0)"),
+    Setting("tf32", bool, False, cli="--tf32", help="TF32 for float32 matmuls and convolutions (default 0)"),
+)
+# protocol key -> (type, minimum, maximum), for validation
+PROTOCOL = {s.name: (s.kind, s.lo, s.hi) for s in SETTINGS}
 TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
 MAX_BATCH = 1 << 16
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -77,27 +108,9 @@ class Cell:
         return f"{self.model} {self.phase} {self.dtype} bs={self.batch_size} {self.mode}{dyn} ({self.compile_scope})"
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """How each cell is measured; stored with the run."""
-
-    blocks: int = 8
-    steps_per_block: int = 5
-    min_block_ms: int = 100
-    min_sample_ms: int = 2
-    warmup_steps: int = 3
-    max_warmup_calls: int = 10
-    timeout_s: int = 900
-    seed: int = 0
-    # fresh processes that time each cell: the cold-compile one plus processes - 1 on its warm
-    # cache (the process is the unit of repetition: docs/measurement.md)
-    processes: int = 3
-    # test option: extra work after each compiled step worth this % of its median (0: none)
-    plant_slowdown_pct: int = 0
-    warm_compile: bool = True
-    portable_cache: bool = False
-    recompile_sweep: bool = False
-    tf32: bool = False
+Protocol = make_dataclass("Protocol", [(x.name, x.kind, field(default=x.default)) for x in SETTINGS], frozen=True)
+Protocol.__doc__ = "How each cell is measured; stored with the run (fields: SETTINGS, declared once)."
+Protocol.__module__ = __name__
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,14 @@ from pathlib import Path
 
 from collector import schema
 from collector.contract import PROTOCOL_BEFORE, upgrade_manifest
-from collector.matrix import Matrix
+from collector.matrix import SETTINGS, Matrix
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_MUST_MATCH = ("device", "device_name", "torch_version")
-PROTOCOL_MUST_MATCH = ("blocks", "steps_per_block", "min_block_ms", "min_sample_ms", "warmup_steps", "seed",
-                       "tf32", "processes", "plant_slowdown_pct")
+PROTOCOL_MUST_MATCH = tuple(s.name for s in SETTINGS if s.must_match)  # collector.matrix.SETTINGS
 
 BEFORE = PROTOCOL_BEFORE  # what a run made before a protocol key existed did (collector.contract)
 

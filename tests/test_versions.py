@@ -215,3 +215,22 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
     assert str(run / "run.json") in str(pytest.raises(store.ManifestError, store.read_run_manifest,
                                                       run / "run.json").value)
     assert args  # the CLI maps ManifestError (a ValueError) to exit 2 like every bad input
+
+
+def test_a_protocol_setting_is_declared_once():
+    """collector.matrix.SETTINGS is the one declaration: the Protocol fields and defaults, the
+    collector's options, the must-match keys of a resumed run, and every upgraded old key."""
+    from dataclasses import fields
+
+    from collector import contract, store
+    from collector.__main__ import parse_args
+
+    names = [s.name for s in mx.SETTINGS]
+    assert [f.name for f in fields(mx.Protocol)] == names
+    assert all(f.default == s.default for f, s in zip(fields(mx.Protocol), mx.SETTINGS))
+    assert set(store.PROTOCOL_MUST_MATCH) == {s.name for s in mx.SETTINGS if s.must_match}
+    assert set(contract.PROTOCOL_BEFORE) <= set(names)
+    args = parse_args(["--processes", "5", "--tf32", "1", "--plant-slowdown", "3", "--timeout", "60"])
+    assert (args.processes, args.tf32, args.plant_slowdown_pct, args.timeout_s) == (5, "1", 3, 60)
+    m = mx.build_matrix("smoke", {"processes": args.processes, "tf32": args.tf32})
+    assert m.protocol.processes == 5 and m.protocol.tf32 is True
