@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import json
-import logging
 import math
 import os
-import signal
 import statistics
 import sys
 import time
@@ -23,30 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from collector import diagnostics, models, modes
+from collector import childlog, diagnostics, models, modes
+from collector.childlog import _partial, log
+from collector.hygiene import _descendants, host_hygiene  # noqa: F401 - tests reach them here
+from collector.plant import _planted, calibrate_plant, plant_slowdown  # noqa: F401
 
-T0 = time.perf_counter()
 
 
 PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measured at its last logged step
-_partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
 
 
 
-
-def log(msg: str) -> None:
-    """A time-stamped line in the cell's log (where the minutes of a cell go). Each logged step
-    also saves the result so far, so a process that dies later (a native crash, a timeout)
-    still hands its measurements to the runner."""
-    print(f"[cell +{time.perf_counter() - T0:6.1f}s] {msg}", flush=True)
-    if _partial:
-        path = _partial["path"]
-        try:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(_partial["result"]))
-            os.replace(tmp, path)
-        except (OSError, TypeError, ValueError) as exc:  # never let the checkpoint fail the cell
-            print(f"note: partial result not saved: {exc}", flush=True)
 
 # Correctness (docs/measurement.md): compiled and eager are both compared with a float64
 # run of the same step; compiled passes if its relative L2 error is at most
@@ -368,141 +353,6 @@ def _save_portable(torch, path: Path, result: dict) -> None:
         result["portable_cache_bytes"] = len(blob)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every living process below `pid` (from /proc; [] where there is none)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def host_hygiene(torch) -> list[str]:
-    """Quieten this process's host before the timed blocks; returns what was done (the row's
-    `hygiene`). Inductor's compile-worker pool, idle but alive after compiling, slowed a
-    launch-bound eager step on the H200 host (median 5.5 ms against 4.1 ms once shut down,
-    docs/measurement.md); the workers are not needed again in this process.
-
-    Inductor's own shutdown waits for every worker to exit, and right after a compile the workers
-    are often still starting (16 of them importing torch on the H200 host): it took 7-12 s a
-    process there, a third of a warm replicate's wall time. So the workers (every process below
-    this one: nothing else runs under a cell process) are killed first, and the pool is then shut
-    down, which finds them gone and only resets Inductor's state."""
-    done = []
-    killed = 0
-    for pid in _descendants(os.getpid()):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    try:
-        from torch._inductor import async_compile
-
-        shutdown = getattr(async_compile, "shutdown_compile_workers", None)
-        if shutdown is not None:
-            logger = logging.getLogger("torch._inductor.compile_worker.subproc_pool")
-            level = logger.level
-            logger.setLevel(logging.ERROR)  # "Ignored OSError in pool shutdown": the workers are gone
-            try:
-                shutdown()
-            finally:
-                logger.setLevel(level)
-            done.append("compile-workers-killed" if killed else "compile-workers-shutdown")
-    except Exception as exc:  # private API: a torch without it simply does not get this step
-        log(f"could not shut down compile workers: {type(exc).__name__}: {exc}")
-    return done
-
-
-def _planted(torch, step, delay_ms: float, cycles_per_ms: float):
-    """`step` followed by `delay_ms` of work on both critical paths: the same time of device work
-    (torch.cuda._sleep; cycles_per_ms 0 on the CPU) and a host busy wait."""
-    cycles = max(1, int(cycles_per_ms * delay_ms)) if cycles_per_ms else 0
-
-    def planted():
-        out = step()
-        if cycles:
-            torch.cuda._sleep(cycles)
-        until = time.perf_counter() + delay_ms / 1e3
-        while time.perf_counter() < until:
-            pass
-        return out
-    return planted
-
-
-def calibrate_plant(median_of, step, wrap, pct: float) -> tuple[float, dict]:
-    """The delay that lengthens `step` by `pct`% of its median, and what the fit saw.
-
-    `median_of(fn)` times one block of `fn` and returns its median step time; `wrap(fn, d)` plants
-    d ms. A first block of the unplanted step is discarded (right after compiling a step runs
-    slower than later: on the CPU the calibration then planted 15-16% instead of 10%); then the
-    base, the step planted with d1 = the target and with d2 = 2 x the target, and the base again.
-    The planted work costs a fixed amount besides its length (a kernel launch and the wait's own
-    clock reads: +0.011 ms a step on the H200, 0.8 points of a 10% plant), so the added time is
-    fitted as c + s x d through the two lengths and the delay solved for the target. A fit that
-    makes no sense (noise larger than the plant: s outside 0.5-2) plants the target as it is."""
-    median_of(step)
-    base = [median_of(step)]
-    target = base[0] * pct / 100
-    m1 = median_of(wrap(step, target))
-    m2 = median_of(wrap(step, 2 * target))
-    base.append(median_of(step))
-    base_ms = statistics.median(base)
-    slope = (m2 - m1) / target if target > 0 else 0.0
-    fixed = (m1 - base_ms) - slope * target
-    fit = {"base_ms": base_ms, "target_ms": target, "slope": slope, "fixed_ms": fixed}
-    if not 0.5 <= slope <= 2.0:
-        fit["fallback"] = "slope outside 0.5-2"
-        return target, fit
-    return max(0.0, (target - fixed) / slope), fit
-
-
-def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,
-                   delay_ms: float | None = None):
-    """A test option (protocol plant_slowdown_pct): `step` followed by extra work that lengthens
-    it by `pct`% of its own median time, calibrated here on blocks of the timed blocks' shape
-    (`spb` samples of `k` steps; calibrate_plant), unless `delay_ms` is given (a replicate plants
-    the cold process's delay, so every process adds the same absolute time). Returns the wrapped
-    step; `record` gets the delay.
-
-    The work lies on both critical paths: a host busy wait and, on the GPU, the same time of
-    device work. A step runs at the pace of the slower of host and device; adding d to both
-    lengthens it by d whichever is the bottleneck. Device time alone is absorbed by a host-bound
-    step (seen on the H200: ResNet-18 training, enqueue time = step time, a planted 10% moved it
-    by 0-2%)."""
-    cycles_per_ms = 0.0
-    if cuda:
-        probe = 1_000_000
-        times = []
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.cuda._sleep(probe)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        cycles_per_ms = probe / statistics.median(times)
-    if delay_ms is None:
-        delay_ms, fit = calibrate_plant(lambda fn: statistics.median(clock.block(fn, spb, k).step_ms), step,
-                                        lambda fn, d: _planted(torch, fn, d, cycles_per_ms), pct)
-        log(f"planted slowdown: +{delay_ms:.4f} ms a step for {pct:g}% of the compiled median {fit['base_ms']:.4f} ms "
-            f"(added time = {fit['fixed_ms']:.4f} ms + {fit['slope']:.3f} x delay"
-            f"{'; ' + fit['fallback'] + ': planted the target as it is' if 'fallback' in fit else ''})")
-    else:
-        log(f"planted slowdown: +{delay_ms:.4f} ms a step (the cold process's delay)")
-    record["planted_delay_ms"] = delay_ms
-    return _planted(torch, step, delay_ms, cycles_per_ms)
-
-
 def time_blocks(sides: list, blocks: int, spb: int, k: int, clock, between=lambda: None,
                 on_block=lambda side: None) -> dict:
     """The timed region: `blocks` rounds, each side's block in turn (ABAB: drift in clocks or load
@@ -538,136 +388,226 @@ def _warm_compiled(torch, step, mode: str, max_calls: int) -> int:
     return calls
 
 
+@dataclass
+class CellRun:
+    """What the stages of one cell process share: the job, torch and the device, the clock, the
+    model's two sides, the result being filled (partial results survive a failure), and what the
+    cold process carries from one stage to the next for the correctness check."""
+
+    job: object  # collector.job.Job
+    spec: dict  # the job as JSON (the helpers that build the model read it)
+    result: dict
+    stage: Stage
+    torch: object
+    dev: object
+    clock: object
+    sides: Sides
+    inputs: object
+    float_inputs: object
+    module: object
+    target: object
+    loss_fn: object
+    ref64: object = None
+    ref_out_eager: object = None
+    ref_grads: object = None
+    got_out: object = None
+    got_grads: object = None
+
+    @property
+    def cuda(self) -> bool:
+        return self.dev.type == "cuda"
+
+    @property
+    def cold(self) -> bool:
+        return self.job.kind == "cold"
+
+    def first_call(self, step):
+        """(output, seconds) of one synchronised call, the peak memory counters reset before it."""
+        self.clock.sync()
+        if self.cuda:
+            self.torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        out = step()
+        self.clock.sync()
+        return out, time.perf_counter() - t0
+
+    def peaks(self) -> tuple[int, int]:
+        return self.torch.cuda.max_memory_allocated(), self.torch.cuda.max_memory_reserved()
+
+
 def measure(spec: dict, result: dict, stage: Stage) -> None:
     """Run the job `spec` (collector.job.Job as JSON), filling `result` as it goes (partial
-    results survive a failure)."""
+    results survive a failure): its stages, in order."""
     from collector.job import Job
 
     job = Job.from_json(spec)
-    cell, proto = job.cell, job.protocol
-    name, _ = models.parse_ref(cell["model"])
+    if _needs_missing(job, result):
+        return
+    run = _start(job, spec, result, stage)
+    if job.kind == "portable":
+        return _portable_first_call(run)
+    if job.kind == "warm":
+        return _warm_first_call(run)
+    _reference(run)
+    _eager_first_call(run)
+    _compile(run)
+    _timing(run)
+    _sweep(run)
+    _final_status(run)
+
+
+def _needs_missing(job, result: dict) -> bool:
+    """A model whose requirements are not installed: a skipped row (True)."""
+    name, _ = models.parse_ref(job.cell["model"])
     missing = models.missing_requirements(name)
     if missing:
         result.update(status="skipped", error=f"needs {', '.join(missing)} (not installed)")
-        return
+    return bool(missing)
+
+
+def _start(job, spec: dict, result: dict, stage: Stage) -> CellRun:
+    """Import torch, build the model, the inputs, the clock and both sides."""
     log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(spec)
-    cuda = dev.type == "cuda"
     log(f"torch imported, model built on {dev}")
     from collector.timing import CpuClock, CudaClock
 
-    clock = CudaClock(torch) if cuda else CpuClock()
+    clock = CudaClock(torch) if dev.type == "cuda" else CpuClock()
     result["timing_method"] = clock.method
     t_sides = time.perf_counter()
     sides = _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, result)
-    eager_step, compiled_step = sides.eager, sides.compiled
     log(f"sides built in {time.perf_counter() - t_sides:.2f} s")
+    return CellRun(job, spec, result, stage, torch, dev, clock, sides, inputs, float_inputs, module, target,
+                   loss_fn)
 
-    def timed_first_call(step):
-        clock.sync()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        out = step()
-        clock.sync()
-        return out, time.perf_counter() - t0
 
-    def peaks():
-        return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+def _portable_first_call(run: CellRun) -> None:
+    """An empty cache directory plus the saved artifacts: the first call alone."""
+    torch, result = run.torch, run.result
+    run.stage.name = "compile"
+    blob = Path(run.job.portable_from).read_bytes()
+    t0 = time.perf_counter()
+    torch.compiler.load_cache_artifacts(blob)
+    result["portable_load_s"] = time.perf_counter() - t0
+    _, result["portable_first_call_compiled_s"] = run.first_call(run.sides.compiled)
+    hits = diagnostics.inductor_cache_counters(torch)
+    log(f"portable: loaded in {result['portable_load_s']:.3f} s, first call "
+        f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
+    result["status"] = "ok"
 
-    if job.kind == "portable":  # empty cache directory + the saved artifacts
-        stage.name = "compile"
-        blob = Path(job.portable_from).read_bytes()
-        t0 = time.perf_counter()
-        torch.compiler.load_cache_artifacts(blob)
-        result["portable_load_s"] = time.perf_counter() - t0
-        _, result["portable_first_call_compiled_s"] = timed_first_call(compiled_step)
-        hits = diagnostics.inductor_cache_counters(torch)
-        log(f"portable: loaded in {result['portable_load_s']:.3f} s, first call "
-            f"{result['portable_first_call_compiled_s']:.2f} s; inductor cache counters {hits}")
-        result["status"] = "ok"
+
+def _warm_first_call(run: CellRun) -> None:
+    """The warm-cache first call alone (one process a cell)."""
+    run.stage.name = "compile"
+    _, run.result["warm_first_call_compiled_s"] = run.first_call(run.sides.compiled)
+    run.result["warm_compile_dynamo_s"] = diagnostics.compile_times(run.torch).get("entire_frame_compile")
+    run.result["status"] = "ok"
+
+
+def _reference(run: CellRun) -> None:
+    """The cold process: a float64 run of the step, the reference of the correctness check."""
+    if not (run.cold and run.sides.compiled is not None):
         return
-    if job.kind == "warm":
-        stage.name = "compile"
-        _, result["warm_first_call_compiled_s"] = timed_first_call(compiled_step)
-        result["warm_compile_dynamo_s"] = diagnostics.compile_times(torch).get("entire_frame_compile")
-        result["status"] = "ok"
-        return
-    cold = job.kind == "cold"
+    torch, result = run.torch, run.result
+    run.stage.name = "reference"
+    try:
+        run.ref64 = _reference64(torch, run.module, run.inputs, run.target, run.loss_fn, run.float_inputs,
+                                 run.job.cell["phase"])
+        result["accuracy_reference"] = "float64"
+    except Exception as exc:  # some ops lack float64 kernels: fall back to eager as reference
+        log(f"float64 reference failed ({type(exc).__name__}: {exc}); comparing with eager")
+        result["accuracy_reference"] = "eager"
+    if run.cuda:
+        torch.cuda.empty_cache()
+    log("float64 reference done")
 
-    ref64 = None
-    if cold and compiled_step is not None:
-        stage.name = "reference"
-        try:
-            ref64 = _reference64(torch, module, inputs, target, loss_fn, float_inputs, cell["phase"])
-            result["accuracy_reference"] = "float64"
-        except Exception as exc:  # some ops lack float64 kernels: fall back to eager as reference
-            log(f"float64 reference failed ({type(exc).__name__}: {exc}); comparing with eager")
-            result["accuracy_reference"] = "eager"
-        if cuda:
-            torch.cuda.empty_cache()
-        log("float64 reference done")
 
-    stage.name = "eager"
-    out, result["first_call_eager_s"] = timed_first_call(eager_step)
-    if cuda and cold:
-        result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = peaks()
+def _eager_first_call(run: CellRun) -> None:
+    """Eager's first call, its cold peaks, the outputs and gradients to check against, warm-up."""
+    result, proto, eager_step = run.result, run.job.protocol, run.sides.eager
+    run.stage.name = "eager"
+    out, result["first_call_eager_s"] = run.first_call(eager_step)
+    if run.cuda and run.cold:
+        result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = run.peaks()
     # outputs and gradients for the correctness check (the cold process only)
-    ref_out_eager, ref_grads = _capture(torch, out, module, cell["phase"]) if cold else (None, None)
+    if run.cold:
+        run.ref_out_eager, run.ref_grads = _capture(run.torch, out, run.module, run.job.cell["phase"])
     for _ in range(proto["warmup_steps"]):
         eager_step()
-    if cold:
-        result["flops_per_step"] = diagnostics.count_flops(torch, eager_step)  # one more eager step, counted
+    if run.cold:
+        result["flops_per_step"] = diagnostics.count_flops(run.torch, eager_step)  # one more eager step, counted
     log(f"eager first call {result['first_call_eager_s']:.2f} s, warmed up")
 
-    if compiled_step is not None:
-        stage.name = "compile"
-        before = diagnostics.snapshot(torch)
-        out, first_s = timed_first_call(compiled_step)
-        result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
-        log(f"compiled first call {first_s:.2f} s ({'cold' if cold else 'warm'} cache)")
-        got_out, got_grads = _capture(torch, out, sides.compiled_module, cell["phase"]) if cold else (None, None)
-        calls = _warm_compiled(torch, compiled_step, cell["mode"], proto["max_warmup_calls"])
-        clock.sync()
-        if cuda and cold:
-            result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = peaks()
-        result["warmup_calls_compiled"] = calls
-        times = diagnostics.compile_times(torch)
-        if cold:
-            result["compile_times_json"] = json.dumps(times, sort_keys=True)
-            result["compile_dynamo_s"] = times.get("entire_frame_compile")
-            result["compile_inductor_s"] = times.get("inductor_compile")
-            result["compile_backward_s"] = times.get("entire_backward_compile")
-            result.update(diagnostics.to_row(diagnostics.since(torch, before)))
-            if job.portable_path:
-                _save_portable(torch, Path(job.portable_path), result)
-        else:
-            result["warm_compile_dynamo_s"] = times.get("entire_frame_compile")
-        stage.name = "compiled"
-        for _ in range(proto["warmup_steps"]):
-            compiled_step()
-        if cold:
-            _check_accuracy(spec, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result)
-            log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
-        else:
-            log(f"compiled warmed up in {calls} calls")
 
-    stage.name = "timing"
+def _compile(run: CellRun) -> None:
+    """The compiled side's first call (cold or warm cache), warm-up until no compile event occurs,
+    the compile-time split, diagnostics, the portable artifacts and the correctness check."""
+    compiled_step = run.sides.compiled
+    if compiled_step is None:
+        return
+    torch, result, proto, cell, cold = run.torch, run.result, run.job.protocol, run.job.cell, run.cold
+    run.stage.name = "compile"
+    before = diagnostics.snapshot(torch)
+    out, first_s = run.first_call(compiled_step)
+    result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
+    log(f"compiled first call {first_s:.2f} s ({'cold' if cold else 'warm'} cache)")
+    if cold:
+        run.got_out, run.got_grads = _capture(torch, out, run.sides.compiled_module, cell["phase"])
+    calls = _warm_compiled(torch, compiled_step, cell["mode"], proto["max_warmup_calls"])
+    run.clock.sync()
+    if run.cuda and cold:
+        result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = run.peaks()
+    result["warmup_calls_compiled"] = calls
+    times = diagnostics.compile_times(torch)
+    if cold:
+        result["compile_times_json"] = json.dumps(times, sort_keys=True)
+        result["compile_dynamo_s"] = times.get("entire_frame_compile")
+        result["compile_inductor_s"] = times.get("inductor_compile")
+        result["compile_backward_s"] = times.get("entire_backward_compile")
+        result.update(diagnostics.to_row(diagnostics.since(torch, before)))
+        if run.job.portable_path:
+            _save_portable(torch, Path(run.job.portable_path), result)
+    else:
+        result["warm_compile_dynamo_s"] = times.get("entire_frame_compile")
+    run.stage.name = "compiled"
+    for _ in range(proto["warmup_steps"]):
+        compiled_step()
+    if cold:
+        _check_accuracy(run.spec, run.cuda, run.ref64, run.ref_out_eager, run.ref_grads, run.got_out,
+                        run.got_grads, result)
+        log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
+    else:
+        log(f"compiled warmed up in {calls} calls")
+
+
+def _layout(run: CellRun) -> tuple[int, int]:
+    """(samples per block, steps per sample): the cold process's for a replicate, else long enough
+    blocks (a block lasts at least min_block_ms, estimated from a short eager block)."""
+    job, proto = run.job, run.job.protocol
+    if job.layout is not None:
+        return job.layout.steps_per_block, job.layout.steps_per_sample
+    est_ms = statistics.median(run.clock.block(run.sides.eager, 3).step_ms)
+    k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
+    spb = max(proto["steps_per_block"],  # samples per block
+              min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
+    return spb, k
+
+
+def _timing(run: CellRun) -> None:
+    """Host hygiene, the block layout, a planted slowdown if asked, then eager and compiled timed in
+    alternating blocks with peak memory per side and NVML telemetry between rounds; energy."""
+    torch, result, proto, cuda, clock = run.torch, run.result, run.job.protocol, run.cuda, run.clock
+    eager_step, compiled_step = run.sides.eager, run.sides.compiled
+    run.stage.name = "timing"
     t_h = time.perf_counter()
     result["hygiene"] = ",".join(host_hygiene(torch) + ["telemetry-between-blocks"])
     log(f"host hygiene ({result['hygiene']}) in {time.perf_counter() - t_h:.2f} s")
-    if job.layout is not None:  # a replicate keeps the cold process's layout
-        spb, k = job.layout.steps_per_block, job.layout.steps_per_sample
-    else:  # long enough blocks: a block lasts at least min_block_ms (estimated from a short eager block)
-        est_ms = statistics.median(clock.block(eager_step, 3).step_ms)
-        k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
-        spb = max(proto["steps_per_block"],  # samples per block
-                  min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
+    spb, k = _layout(run)
     result["steps_per_block"], result["steps_per_sample"] = spb, k
     if compiled_step is not None and proto.get("plant_slowdown_pct"):
         result["planted_slowdown_pct"] = float(proto["plant_slowdown_pct"])
         compiled_step = plant_slowdown(torch, cuda, compiled_step, proto["plant_slowdown_pct"], clock, result,
-                                       spb, k, job.layout.planted_delay_ms if job.layout else None)
+                                       spb, k, run.job.layout.planted_delay_ms if run.job.layout else None)
     sides_list = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
     peak = {s: (0, 0) for s, _ in sides_list}
     monitor = None
@@ -675,12 +615,12 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         from collector.nvml import NvmlMonitor
 
         t_n = time.perf_counter()
-        monitor = NvmlMonitor.open(str(torch.cuda.get_device_properties(dev).uuid))
+        monitor = NvmlMonitor.open(str(torch.cuda.get_device_properties(run.dev).uuid))
         log(f"NVML {'opened' if monitor else 'not available'} in {time.perf_counter() - t_n:.2f} s")
 
     def on_block(side):
         if cuda:
-            peak[side] = tuple(max(a, b) for a, b in zip(peak[side], peaks()))
+            peak[side] = tuple(max(a, b) for a, b in zip(peak[side], run.peaks()))
             torch.cuda.reset_peak_memory_stats()
 
     if cuda:
@@ -697,7 +637,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
                       sm_clock_mhz=tel.sm_clock_mhz, gpu_temp_c=tel.gpu_temp_c)
-    if cold and monitor is not None and monitor.energy_j() is not None:
+    if run.cold and monitor is not None and monitor.energy_j() is not None:
         for side, step in sides_list:  # the energy counter is read directly, before and after
             _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
     for side, rec in samples.items():
@@ -706,9 +646,20 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
         result[f"{side}_block_wall_ms"] = rec["wall"]
         if cuda:
             result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = peak[side]
-    if (cold and proto.get("recompile_sweep") and compiled_step is not None and cell["phase"] == "infer"):
-        stage.name = "sweep"
-        _recompile_sweep(torch, spec, dev, inputs, float_inputs, sides.compiled, clock, result)
+
+
+def _sweep(run: CellRun) -> None:
+    """Inference, cold process, if asked: other batch sizes in this process, recompiles counted."""
+    cell, proto = run.job.cell, run.job.protocol
+    if run.cold and proto.get("recompile_sweep") and run.sides.compiled is not None and cell["phase"] == "infer":
+        run.stage.name = "sweep"
+        _recompile_sweep(run.torch, run.spec, run.dev, run.inputs, run.float_inputs, run.sides.compiled, run.clock,
+                         run.result)
+
+
+def _final_status(run: CellRun) -> None:
+    """ok, or accuracy_fail with what differed."""
+    result = run.result
     ok = result.get("accuracy_ok", True)
     result["status"] = "ok" if ok else "accuracy_fail"
     if not ok:
@@ -780,8 +731,7 @@ def run_cell(spec: dict, partial_path: Path | None = None) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    global T0
-    T0 = time.perf_counter()  # the log's clock starts here (a forked process imported this module long before)
+    childlog.T0 = time.perf_counter()  # the log's clock starts here (a forked process imported this module long before)
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     faulthandler.enable()  # a crash in native code (SIGSEGV, SIGABRT) leaves the Python stack in the cell's log
     _apply_memory_limit()
