@@ -105,26 +105,26 @@ def _within(got: float, eager: float | None, tol: float) -> bool:
     return got == got and got <= allowed  # got == got: not nan
 
 
-def _setup(spec: dict):
+def _setup(job):
     """Import torch, apply precision settings, build the model on the device: (torch, parts)."""
     import torch
 
-    cell, proto = spec["cell"], spec["protocol"]
-    torch.manual_seed(proto["seed"])
-    torch.backends.cuda.matmul.allow_tf32 = proto["tf32"]
-    torch.backends.cudnn.allow_tf32 = proto["tf32"]
-    name, opts = models.parse_ref(cell["model"])
-    built = models.spec(name).build(cell["batch_size"], opts)
-    dev = torch.device(spec["device"])
+    cell, proto = job.cell, job.protocol
+    torch.manual_seed(proto.seed)
+    torch.backends.cuda.matmul.allow_tf32 = proto.tf32
+    torch.backends.cudnn.allow_tf32 = proto.tf32
+    name, opts = models.parse_ref(cell.model)
+    built = models.spec(name).build(cell.batch_size, opts)
+    dev = torch.device(job.device)
     module = built.module.to(dev)
     inputs = [x.to(dev) for x in built.inputs]
-    dtype = cell["dtype"]
+    dtype = cell.dtype
     if dtype in ("bfloat16", "float16"):
         low = getattr(torch, dtype)
         module = module.to(low)
         inputs = [x.to(low) if i in built.float_inputs else x for i, x in enumerate(inputs)]
     target = built.target.to(dev)
-    module.train(cell["phase"] == "train")
+    module.train(cell.phase == "train")
     amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(dtype)
 
     def autocast():
@@ -133,7 +133,7 @@ def _setup(spec: dict):
     return torch, dev, module, inputs, target, built.loss, autocast, built.float_inputs
 
 
-def _aoti_step(torch, spec, module, inputs, autocast, record: dict):
+def _aoti_step(torch, module, inputs, autocast, record: dict):
     """A step that, on its first call, exports the model (torch.export), compiles it into an
     AOTInductor package, loads it, and runs it; later calls run the loaded package. The stages'
     times go into `record` (aot_export_s, aot_compile_s, aot_load_s)."""
@@ -189,20 +189,20 @@ class Sides:
     compiled_opt: object
 
 
-def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: dict) -> Sides:
+def _make_sides(torch, job, module, inputs, target, loss_fn, autocast, record: dict) -> Sides:
     """Both sides' steps. Each step returns its output or loss; `record` receives the
     aot-inductor stage times."""
     import copy
 
-    cell = spec["cell"]
-    mode, phase, scope = modes.spec(cell["mode"]), cell["phase"], cell["compile_scope"]
-    dynamic = {"auto": None, "true": True, "false": False}[cell.get("dynamic", "auto")]
+    cell = job.cell
+    mode, phase, scope = modes.spec(cell.mode), cell.phase, cell.compile_scope
+    dynamic = {"auto": None, "true": True, "false": False}[cell.dynamic]
 
     def compile_(fn):
         return torch.compile(fn, mode=mode.compile_mode, dynamic=dynamic)
 
     mark = (torch.compiler.cudagraph_mark_step_begin
-            if mode.cudagraphs and spec["device"] == "cuda" else (lambda: None))
+            if mode.cudagraphs and job.device == "cuda" else (lambda: None))
 
     def infer_with(fn):
         def step():
@@ -223,7 +223,7 @@ def _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, record: 
     if phase == "infer":
         eager = infer_with(module)
         if mode.kind == "aot":
-            compiled = _aoti_step(torch, spec, module, inputs, autocast, record)
+            compiled = _aoti_step(torch, module, inputs, autocast, record)
         else:
             compiled = infer_with(compile_(module)) if mode.compiles else None
         return Sides(eager, compiled, module, module, None, None)
@@ -298,17 +298,17 @@ def _energy_window(side, step, median_ms, clock, monitor, result) -> None:
 SWEEP_FACTORS = (2, 4, 0.5)  # batch sizes tried after the timed one, in this order
 
 
-def _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, clock, result) -> None:
+def _recompile_sweep(torch, job, dev, inputs, float_inputs, compiled_step, clock, result) -> None:
     """In this process, after timing: call the compiled step at other batch sizes (x2, x4, /2) and
     record each first call's time and how many recompiles the sweep cost (inference cells).
     What it shows depends on `dynamic`: false recompiles for every size; true should not; the
     default (auto) recompiles once, then marks the batch dimension dynamic."""
-    cell = spec["cell"]
-    name, opts = models.parse_ref(cell["model"])
+    cell = job.cell
+    name, opts = models.parse_ref(cell.model)
     sizes = []
     for factor in SWEEP_FACTORS:
-        bs = max(1, int(cell["batch_size"] * factor))
-        if bs != cell["batch_size"] and bs not in sizes:
+        bs = max(1, int(cell.batch_size * factor))
+        if bs != cell.batch_size and bs not in sizes:
             sizes.append(bs)
     original = list(inputs)
     before = diagnostics.snapshot(torch)
@@ -317,8 +317,8 @@ def _recompile_sweep(torch, spec, dev, inputs, float_inputs, compiled_step, cloc
         for bs in sizes:
             built = models.spec(name).build(bs, opts)
             new = [x.to(dev) for x in built.inputs]
-            if cell["dtype"] in ("bfloat16", "float16"):
-                low = getattr(torch, cell["dtype"])
+            if cell.dtype in ("bfloat16", "float16"):
+                low = getattr(torch, cell.dtype)
                 new = [x.to(low) if i in float_inputs else x for i, x in enumerate(new)]
             inputs[:] = new  # the steps read this list
             clock.sync()
@@ -395,7 +395,6 @@ class CellRun:
     cold process carries from one stage to the next for the correctness check."""
 
     job: object  # collector.job.Job
-    spec: dict  # the job as JSON (the helpers that build the model read it)
     result: dict
     stage: Stage
     torch: object
@@ -443,7 +442,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     job = Job.from_json(spec)
     if _needs_missing(job, result):
         return
-    run = _start(job, spec, result, stage)
+    run = _start(job, result, stage)
     if job.kind == "portable":
         return _portable_first_call(run)
     if job.kind == "warm":
@@ -458,26 +457,26 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
 
 def _needs_missing(job, result: dict) -> bool:
     """A model whose requirements are not installed: a skipped row (True)."""
-    name, _ = models.parse_ref(job.cell["model"])
+    name, _ = models.parse_ref(job.cell.model)
     missing = models.missing_requirements(name)
     if missing:
         result.update(status="skipped", error=f"needs {', '.join(missing)} (not installed)")
     return bool(missing)
 
 
-def _start(job, spec: dict, result: dict, stage: Stage) -> CellRun:
+def _start(job, result: dict, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
     log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
-    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(spec)
+    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job)
     log(f"torch imported, model built on {dev}")
     from collector.timing import CpuClock, CudaClock
 
     clock = CudaClock(torch) if dev.type == "cuda" else CpuClock()
     result["timing_method"] = clock.method
     t_sides = time.perf_counter()
-    sides = _make_sides(torch, spec, module, inputs, target, loss_fn, autocast, result)
+    sides = _make_sides(torch, job, module, inputs, target, loss_fn, autocast, result)
     log(f"sides built in {time.perf_counter() - t_sides:.2f} s")
-    return CellRun(job, spec, result, stage, torch, dev, clock, sides, inputs, float_inputs, module, target,
+    return CellRun(job, result, stage, torch, dev, clock, sides, inputs, float_inputs, module, target,
                    loss_fn)
 
 
@@ -512,7 +511,7 @@ def _reference(run: CellRun) -> None:
     run.stage.name = "reference"
     try:
         run.ref64 = _reference64(torch, run.module, run.inputs, run.target, run.loss_fn, run.float_inputs,
-                                 run.job.cell["phase"])
+                                 run.job.cell.phase)
         result["accuracy_reference"] = "float64"
     except Exception as exc:  # some ops lack float64 kernels: fall back to eager as reference
         log(f"float64 reference failed ({type(exc).__name__}: {exc}); comparing with eager")
@@ -531,8 +530,8 @@ def _eager_first_call(run: CellRun) -> None:
         result["eager_cold_peak_allocated_bytes"], result["eager_cold_peak_reserved_bytes"] = run.peaks()
     # outputs and gradients for the correctness check (the cold process only)
     if run.cold:
-        run.ref_out_eager, run.ref_grads = _capture(run.torch, out, run.module, run.job.cell["phase"])
-    for _ in range(proto["warmup_steps"]):
+        run.ref_out_eager, run.ref_grads = _capture(run.torch, out, run.module, run.job.cell.phase)
+    for _ in range(proto.warmup_steps):
         eager_step()
     if run.cold:
         result["flops_per_step"] = diagnostics.count_flops(run.torch, eager_step)  # one more eager step, counted
@@ -552,8 +551,8 @@ def _compile(run: CellRun) -> None:
     result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
     log(f"compiled first call {first_s:.2f} s ({'cold' if cold else 'warm'} cache)")
     if cold:
-        run.got_out, run.got_grads = _capture(torch, out, run.sides.compiled_module, cell["phase"])
-    calls = _warm_compiled(torch, compiled_step, cell["mode"], proto["max_warmup_calls"])
+        run.got_out, run.got_grads = _capture(torch, out, run.sides.compiled_module, cell.phase)
+    calls = _warm_compiled(torch, compiled_step, cell.mode, proto.max_warmup_calls)
     run.clock.sync()
     if run.cuda and cold:
         result["compiled_cold_peak_allocated_bytes"], result["compiled_cold_peak_reserved_bytes"] = run.peaks()
@@ -570,10 +569,10 @@ def _compile(run: CellRun) -> None:
     else:
         result["warm_compile_dynamo_s"] = times.get("entire_frame_compile")
     run.stage.name = "compiled"
-    for _ in range(proto["warmup_steps"]):
+    for _ in range(proto.warmup_steps):
         compiled_step()
     if cold:
-        _check_accuracy(run.spec, run.cuda, run.ref64, run.ref_out_eager, run.ref_grads, run.got_out,
+        _check_accuracy(run.job, run.cuda, run.ref64, run.ref_out_eager, run.ref_grads, run.got_out,
                         run.got_grads, result)
         log(f"compiled warmed up in {calls} calls; accuracy ok={result['accuracy_ok']}")
     else:
@@ -587,9 +586,9 @@ def _layout(run: CellRun) -> tuple[int, int]:
     if job.layout is not None:
         return job.layout.steps_per_block, job.layout.steps_per_sample
     est_ms = statistics.median(run.clock.block(run.sides.eager, 3).step_ms)
-    k = max(1, math.ceil(proto["min_sample_ms"] / max(est_ms, 1e-3)))  # steps per sample
-    spb = max(proto["steps_per_block"],  # samples per block
-              min(MAX_STEPS_PER_BLOCK, math.ceil(proto["min_block_ms"] / max(est_ms * k, 1e-3))))
+    k = max(1, math.ceil(proto.min_sample_ms / max(est_ms, 1e-3)))  # steps per sample
+    spb = max(proto.steps_per_block,  # samples per block
+              min(MAX_STEPS_PER_BLOCK, math.ceil(proto.min_block_ms / max(est_ms * k, 1e-3))))
     return spb, k
 
 
@@ -604,9 +603,9 @@ def _timing(run: CellRun) -> None:
     log(f"host hygiene ({result['hygiene']}) in {time.perf_counter() - t_h:.2f} s")
     spb, k = _layout(run)
     result["steps_per_block"], result["steps_per_sample"] = spb, k
-    if compiled_step is not None and proto.get("plant_slowdown_pct"):
-        result["planted_slowdown_pct"] = float(proto["plant_slowdown_pct"])
-        compiled_step = plant_slowdown(torch, cuda, compiled_step, proto["plant_slowdown_pct"], clock, result,
+    if compiled_step is not None and proto.plant_slowdown_pct:
+        result["planted_slowdown_pct"] = float(proto.plant_slowdown_pct)
+        compiled_step = plant_slowdown(torch, cuda, compiled_step, proto.plant_slowdown_pct, clock, result,
                                        spb, k, run.job.layout.planted_delay_ms if run.job.layout else None)
     sides_list = [("eager", eager_step)] + ([("compiled", compiled_step)] if compiled_step else [])
     peak = {s: (0, 0) for s, _ in sides_list}
@@ -628,10 +627,10 @@ def _timing(run: CellRun) -> None:
     # telemetry: one NVML reading after each round of blocks, outside the timed region (a sampling
     # thread would compete with a launch-bound step for the host and the GIL)
     t_t = time.perf_counter()
-    samples = time_blocks(sides_list, proto["blocks"], spb, k, clock,
+    samples = time_blocks(sides_list, proto.blocks, spb, k, clock,
                           between=monitor.sample if monitor else (lambda: None), on_block=on_block)
     windows = ", ".join(f"{side} {rec['secs']:.2f} s" for side, rec in samples.items())
-    log(f"timed {proto['blocks']} blocks x {spb} samples x {k} steps per side ({windows}; "
+    log(f"timed {proto.blocks} blocks x {spb} samples x {k} steps per side ({windows}; "
         f"{time.perf_counter() - t_t:.2f} s with the telemetry between rounds)")
     if monitor:
         tel = monitor.stop()
@@ -651,9 +650,9 @@ def _timing(run: CellRun) -> None:
 def _sweep(run: CellRun) -> None:
     """Inference, cold process, if asked: other batch sizes in this process, recompiles counted."""
     cell, proto = run.job.cell, run.job.protocol
-    if run.cold and proto.get("recompile_sweep") and run.sides.compiled is not None and cell["phase"] == "infer":
+    if run.cold and proto.recompile_sweep and run.sides.compiled is not None and cell.phase == "infer":
         run.stage.name = "sweep"
-        _recompile_sweep(run.torch, run.spec, run.dev, run.inputs, run.float_inputs, run.sides.compiled, run.clock,
+        _recompile_sweep(run.torch, run.job, run.dev, run.inputs, run.float_inputs, run.sides.compiled, run.clock,
                          run.result)
 
 
@@ -670,23 +669,23 @@ def _final_status(run: CellRun) -> None:
                            f"{ERROR_MULTIPLIER:g} x eager)")
 
 
-def _check_accuracy(spec, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result) -> None:
+def _check_accuracy(job, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result) -> None:
     """Compiled against the float64 reference (or eager where there is none): errors, tolerance
     and accuracy_ok into `result`."""
-    cell, proto = spec["cell"], spec["protocol"]
-    key = cell["dtype"] + ("+tf32" if proto["tf32"] and cell["dtype"] == "float32" and cuda else "")
+    cell, proto = job.cell, job.protocol
+    key = cell.dtype + ("+tf32" if proto.tf32 and cell.dtype == "float32" and cuda else "")
     tol = TOLERANCE[key]
     result["tolerance"] = tol
     if ref64 is not None:
         ref_out, ref_grads_cmp = ref64
         result["eager_output_rel_err"] = rel_l2(ref_out_eager, ref_out)
-        if cell["phase"] == "train":
+        if cell.phase == "train":
             result["eager_grad_rel_err"] = rel_l2(ref_grads, ref_grads_cmp)
     else:
         ref_out, ref_grads_cmp = ref_out_eager, ref_grads
     result["output_rel_err"] = rel_l2(got_out, ref_out)
     checks = [(result["output_rel_err"], result.get("eager_output_rel_err"))]
-    if cell["phase"] == "train":
+    if cell.phase == "train":
         result["grad_rel_err"] = rel_l2(got_grads, ref_grads_cmp)
         checks.append((result["grad_rel_err"], result.get("eager_grad_rel_err")))
     result["accuracy_ok"] = all(_within(got, eager, tol) for got, eager in checks)

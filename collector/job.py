@@ -9,12 +9,15 @@ A cell is measured by up to four kinds of process, all on the cell's own cache d
 - `warm`: the warm-cache first call alone (when the protocol asks for one process per cell);
 - `portable`: an empty cache plus the saved portable artifacts: that first call alone.
 
-The job is written to JSON by the parent and read back by the child; unknown fields are
-refused rather than dropped (a newer parent with an older child must not half-work).
+The job is written to JSON by the parent and read back by the child as typed records (the
+matrix's Cell and Protocol); unknown fields, of the job or of its cell or protocol, are refused
+rather than dropped (a newer parent with an older child must not half-work).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+
+from collector.matrix import Cell, Protocol
 
 KINDS = ("cold", "replicate", "warm", "portable")
 
@@ -35,8 +38,8 @@ class Layout:
 @dataclass(frozen=True)
 class Job:
     kind: str
-    cell: dict
-    protocol: dict
+    cell: Cell
+    protocol: Protocol
     device: str
     replicate: int = 0  # 0: the cold process; 1..: the warm replicates, in order
     layout: Layout | None = None  # replicate: the cold process's layout
@@ -63,9 +66,13 @@ class Job:
         if unknown:
             raise JobError(f"unknown job field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         data = dict(data)
-        if data.get("layout") is not None:
-            data["layout"] = Layout(**data["layout"])
         try:
+            if data.get("layout") is not None:
+                data["layout"] = Layout(**data["layout"])
+            if isinstance(data.get("cell"), dict):
+                data["cell"] = Cell(**data["cell"])
+            if isinstance(data.get("protocol"), dict):
+                data["protocol"] = Protocol(**data["protocol"])
             return cls(**data)
         except TypeError as exc:
             raise JobError(f"job: {exc}") from None

@@ -50,7 +50,7 @@ def dir_bytes(path: Path) -> int | None:
 
 def cell_spec(cell: Cell, matrix: Matrix, device: str, kind: str = "cold", **extra) -> dict:
     """The job (collector.job.Job) for one process of `cell`, as the JSON the child reads."""
-    return Job(kind=kind, cell=asdict(cell), protocol=asdict(matrix.protocol), device=device, **extra).to_json()
+    return Job(kind=kind, cell=cell, protocol=matrix.protocol, device=device, **extra).to_json()
 
 
 SAMPLE_LISTS = ("eager_step_ms", "compiled_step_ms", "eager_enqueue_ms", "compiled_enqueue_ms",

@@ -265,8 +265,11 @@ def test_compiled_side_shares_no_mutable_state_with_the_eager_side():
     `step` state moved to the device and slowed the eager step by 20-35%)."""
     spec = _spec(TINY["mlp"], phase="train")
     spec["cell"]["compile_scope"] = "step"
-    torch_, dev, module, inputs, target, loss_fn, autocast, _ = cell._setup(spec)
-    sides = cell._make_sides(torch_, spec, module, inputs, target, loss_fn, autocast, {})
+    from collector.job import Job
+
+    job = Job.from_json(spec)
+    torch_, dev, module, inputs, target, loss_fn, autocast, _ = cell._setup(job)
+    sides = cell._make_sides(torch_, job, module, inputs, target, loss_fn, autocast, {})
     assert sides.compiled_opt is not sides.eager_opt and sides.compiled_module is not sides.eager_module
     for a, b in zip(sides.eager_module.parameters(), sides.compiled_module.parameters()):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # same start, separate storage

@@ -554,8 +554,15 @@ def test_one_process_keeps_the_separate_warm_compile(tmp_path):
 def test_job_refuses_unknown_fields_and_incomplete_jobs():
     from collector.job import Job, JobError
 
-    good = {"kind": "cold", "cell": {}, "protocol": {}, "device": "cpu"}
-    assert Job.from_json(good).kind == "cold"
+    cell = {"model": "mlp", "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": "default",
+            "compile_scope": "model"}
+    good = {"kind": "cold", "cell": cell, "protocol": {}, "device": "cpu"}
+    job = Job.from_json(good)
+    assert job.kind == "cold" and job.cell.phase == "infer" and job.protocol.processes == 3  # typed records
+    with pytest.raises(JobError, match="phase"):
+        Job.from_json({**good, "cell": {k: v for k, v in cell.items() if k != "phase"}})
+    with pytest.raises(JobError, match="colour"):
+        Job.from_json({**good, "cell": {**cell, "colour": "red"}})
     with pytest.raises(JobError, match="unknown job field\\(s\\) warm_only"):
         Job.from_json({**good, "warm_only": True})
     with pytest.raises(JobError, match="layout"):
