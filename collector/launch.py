@@ -28,7 +28,36 @@ from collector.workers import Worker
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ZYGOTE_START_S = 600  # the fork parent's imports and CUDA probe (a cold disk cache can be slow)
 class Launcher(TypingProtocol):
+    """What the scheduler asks of a launcher: run one process of a cell; a copy for a GPU worker;
+    stop the process in flight (waiting for it, or at once from a signal handler); say how its
+    processes were started (for run.json); release what it holds between sessions."""
+
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
+    def for_worker(self, worker: Worker) -> "Launcher": ...
+    def kill(self) -> None: ...
+    def kill_now(self) -> None: ...
+    def describe(self) -> dict | None: ...
+    def close(self) -> None: ...
+
+
+class LauncherBase:
+    """Defaults for the parts of a Launcher a stand-in need not do (nothing to kill, describe or
+    close; one launcher serves every worker): a fake launcher (tests) writes `run` alone."""
+
+    def for_worker(self, worker: Worker) -> "LauncherBase":
+        return self
+
+    def kill(self) -> None:
+        """Stop the cell process in flight and wait for it (nothing for a stand-in)."""
+
+    def kill_now(self) -> None:
+        """Stop it without waiting, from a signal handler (nothing for a stand-in)."""
+
+    def describe(self) -> dict | None:
+        return None
+
+    def close(self) -> None:
+        """Release what the launcher holds between cells (nothing for a stand-in)."""
 
 
 _die_with_parent = zygote.die_with_parent  # in the cell process (Linux): killed if the collector dies
@@ -120,7 +149,7 @@ def _last_step(path: Path) -> str:
     return f"; last step logged: {step}" if step else ""
 
 
-class SubprocessLauncher:
+class SubprocessLauncher(LauncherBase):
     """Runs `python -m collector.cell` in a new process group with its own compile caches."""
 
     def __init__(self, python: str = sys.executable, worker: Worker = Worker()):

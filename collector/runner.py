@@ -182,11 +182,9 @@ def size_note(cells: int, processes: int, workers: int) -> str:
 
 
 def _kill_all(launchers) -> None:
-    """Stop the cell process of every launcher (fakes without `kill` are skipped)."""
+    """Stop the cell process of every launcher."""
     for launcher in launchers:
-        kill = getattr(launcher, "kill", None)
-        if kill:
-            kill()
+        launcher.kill()
 
 
 @dataclass
@@ -368,11 +366,11 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         finally:  # a stop signal only sets a flag: these writes always finish
             for ti, o in enumerate(opened):
                 mine = [row[ti] for row in launchers]
-                described = [d for d in (getattr(lnch, "describe", lambda: None)() for lnch in mine) if d]
+                described = [d for d in (lnch.describe() for lnch in mine) if d]
                 if described:
                     o.manifest["sessions"][-1]["launchers"] = described
             for lnch in all_launchers:
-                getattr(lnch, "close", lambda: None)()
+                lnch.close()
             measured = {r.get("run_id") for r in progress.rows}
             active = [o for o in opened if o.target.run_id in measured]
             for o in active if len(active) > 1 else []:

@@ -132,7 +132,7 @@ def run_cell_job(job: CellJob) -> str:
     except KeyboardInterrupt:
         return "stopped by the scheduler (no row written)"
     finally:
-        getattr(launcher, "close", lambda: None)()  # the task's fork parent, if it has one
+        launcher.close()  # the task's fork parent, if it has one
         store.release(job.cell_id)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

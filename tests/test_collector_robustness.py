@@ -11,6 +11,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
+from collector.launch import LauncherBase
 from collector.faults import MATRIX, fake_python, signal_and_resume
 from collector import matrix as mx
 from collector import runner
@@ -24,7 +25,7 @@ from test_report_robustness import _tmpfs
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
 
 
-class OkLauncher:
+class OkLauncher(LauncherBase):
     def __init__(self):
         self.cells = []
 

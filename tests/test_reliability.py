@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 import pytest
 
+from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector import schema
 from collector.runner import RunError, SubprocessLauncher, collect, measure_cell
@@ -28,7 +29,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path):
 
 
 def test_full_disk_at_the_write_is_a_clear_error_and_leaves_no_file(tmp_path, monkeypatch):
-    class Launcher:
+    class Launcher(LauncherBase):
         def run(self, spec, cache_dir, log_path, timeout_s):
             return {"status": "ok"}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector.runner import RunError, SubprocessLauncher, collect, measure_cell, run_lock
 from collector.schema import COLUMNS
@@ -15,7 +16,7 @@ from collector.schema import COLUMNS
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
 
 
-class FakeLauncher:
+class FakeLauncher(LauncherBase):
     """Returns canned results: eager 2 ms, compiled 1 ms; records what it was asked to run."""
 
     def __init__(self, fail_on=None):
@@ -484,7 +485,7 @@ def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_p
     assert "2 already done, 4 to measure" in capsys.readouterr().out
 
 
-class ReplicateLauncher:
+class ReplicateLauncher(LauncherBase):
     """Cold and replicate processes with distinct samples; replicate 2 can be made to crash."""
 
     def __init__(self, crash_replicate=None):

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from collector.launch import LauncherBase
 from analysis.load import discover_runs, load
 from collector import matrix as mx
 from collector import shard
@@ -16,7 +17,7 @@ from conftest import ROOT
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
 
 
-class OkLauncher:
+class OkLauncher(LauncherBase):
     def run(self, spec, cache_dir, log_path, timeout_s):
         return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4}
 

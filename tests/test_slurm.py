@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector import runner, slurm
 from collector.store import RunStore
@@ -19,7 +20,7 @@ from conftest import ROOT
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
 
 
-class OkLauncher:
+class OkLauncher(LauncherBase):
     def __init__(self, *args, **kwargs):
         pass
 

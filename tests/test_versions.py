@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from collector.launch import LauncherBase
 from analysis import estimates as est
 from analysis.compare import build_compare_report
 from analysis.context import prepare
@@ -20,7 +21,7 @@ from conftest import ROOT
 ENV = {"device": "cpu", "device_name": "Test CPU", "hostname": "h", "gpu_name": None}
 
 
-class Recorder:
+class Recorder(LauncherBase):
     """A fake launcher for one interpreter: records (its name, cell) in a shared log."""
 
     def __init__(self, name, log):
