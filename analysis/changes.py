@@ -7,11 +7,13 @@ whose interval is the A/A run-level noise (estimates.FIRST_CALL_RUN_NOISE).
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 
 from analysis import estimates as est
+from analysis.fmt import cell_label
 from analysis.load import Run, sql
 
 MAX_NAMED = 3  # cells named in a verdict line before "and N more"
@@ -160,6 +162,33 @@ def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], lab
     order = list(est.QUANTITIES)
     key = (lambda r: (order.index(r[1]), -abs(math.log(r[4].point))))
     return sorted(reg, key=key), sorted(imp, key=key)
+
+
+DIAG_FIELDS = (("graphs", "graphs"), ("breaks", "graph breaks"), ("recompiles", "recompiles"),
+               ("cg_skips", "CUDA-graph skips"))
+REASON_FIELDS = ("break_reasons", "recompile_reasons", "cg_reasons")
+
+
+def diagnostic_changes(pairs: list[dict]) -> tuple[list[tuple[str, str, str]], int]:
+    """Per paired compiled cell: counts that differ between A and B, and the reasons B has that
+    A had not (a new graph break, a new recompile reason). Returns (rows, cells compared)."""
+    rows, known = [], 0
+    for p in pairs:
+        if p["mode"] == "eager" or p.get("recompiles_a") is None or p.get("recompiles_b") is None:
+            continue  # schema < 3 (or a torch that could not tell): not all four counts are known
+        known += 1
+        changed = [f"{name} {int(p[k + '_a'])} -> {int(p[k + '_b'])}" for k, name in DIAG_FIELDS
+                   if p.get(k + "_a") is not None and p.get(k + "_b") is not None and p[k + "_a"] != p[k + "_b"]]
+        new = []
+        for k in REASON_FIELDS:
+            try:
+                old = set(json.loads(p.get(k + "_a") or "{}"))
+                new += [r for r in json.loads(p.get(k + "_b") or "{}") if r not in old]
+            except (TypeError, ValueError):
+                continue
+        if changed or new:
+            rows.append((cell_label(p), "; ".join(changed) or "same counts", "; ".join(new)))
+    return rows, known
 
 
 def trend_cells(con, runs: list[Run]) -> tuple[list[tuple[str, list[str]]], list[dict]]:

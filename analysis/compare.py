@@ -12,7 +12,6 @@ Summary ratios are geometric means with intervals.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +19,9 @@ import numpy as np
 from analysis import changes
 from analysis import estimates as est
 from analysis import stats
-from analysis.context import ENV_FIELDS, cell_label, compute_verdicts, fmt_bytes, fmt_s, fmt_x
+
+from analysis.context import ENV_FIELDS, compute_verdicts
+from analysis.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
 from analysis.load import DataError, Loaded, Run, sql
 
 ALPHA = 0.05
@@ -120,33 +121,6 @@ class CompareReport:
     caveats: list = field(default_factory=list)  # what limits the answer (machines, builds, launch-bound)
     subtitle: str = ""  # versions, builds and device in words
     trend_cells: list = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
-
-
-DIAG_FIELDS = (("graphs", "graphs"), ("breaks", "graph breaks"), ("recompiles", "recompiles"),
-               ("cg_skips", "CUDA-graph skips"))
-REASON_FIELDS = ("break_reasons", "recompile_reasons", "cg_reasons")
-
-
-def diagnostic_changes(pairs: list[dict]) -> tuple[list[tuple[str, str, str]], int]:
-    """Per paired compiled cell: counts that differ between A and B, and the reasons B has that
-    A had not (a new graph break, a new recompile reason). Returns (rows, cells compared)."""
-    rows, known = [], 0
-    for p in pairs:
-        if p["mode"] == "eager" or p.get("recompiles_a") is None or p.get("recompiles_b") is None:
-            continue  # schema < 3 (or a torch that could not tell): not all four counts are known
-        known += 1
-        changed = [f"{name} {int(p[k + '_a'])} -> {int(p[k + '_b'])}" for k, name in DIAG_FIELDS
-                   if p.get(k + "_a") is not None and p.get(k + "_b") is not None and p[k + "_a"] != p[k + "_b"]]
-        new = []
-        for k in REASON_FIELDS:
-            try:
-                old = set(json.loads(p.get(k + "_a") or "{}"))
-                new += [r for r in json.loads(p.get(k + "_b") or "{}") if r not in old]
-            except (TypeError, ValueError):
-                continue
-        if changed or new:
-            rows.append((cell_label(p), "; ".join(changed) or "same counts", "; ".join(new)))
-    return rows, known
 
 
 def _pct(r: float) -> str:
@@ -398,7 +372,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     forest = sorted(((r.label, float(np.exp(np.median(fam["speedup"][p["cell_id"]]))),
                       *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
                      for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
-    diag_rows, diag_known = diagnostic_changes(pairs)
+    diag_rows, diag_known = changes.diagnostic_changes(pairs)
     labels = {p["cell_id"]: cell_label(p) for p in pairs}
     ms = (lambda v: "-" if v is None else f"{v:.3f} ms")
     fmt = {"compiled": ("compiled_a", "compiled_b", ms), "eager": ("eager_a", "eager_b", ms),

@@ -13,8 +13,9 @@ import pandas as pd
 
 from analysis import stats, why
 from analysis import verdict as verdict_mod
+from analysis.fmt import (byte_unit, cell_label, failure_summary, fmt_bytes, fmt_ms, fmt_pct, fmt_s,  # noqa: F401
+                           fmt_steps, fmt_x)
 from analysis.load import Loaded, Run, sql
-from collector.contract import last_logged_step
 
 ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
               ("Triton", "triton"), ("torchvision", "torchvision"), ("Python", "python"),
@@ -149,69 +150,6 @@ class RunReport:
     verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
 
 
-def failure_summary(error) -> str:
-    """The error's first line; for a process that died without saying where (rows written before
-    the collector named the last step), the last `[cell +...]` step found in the log tail it kept."""
-    text = "" if stats.missing(error) else str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    if "last step logged" in first:
-        return first
-    step = last_logged_step(text)
-    return f"{first}; last step logged: {step}" if step else first
-
-
-def fmt_ms(v) -> str:
-    if stats.missing(v):
-        return "-"
-    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
-
-
-def fmt_s(v) -> str:
-    return "-" if stats.missing(v) else (f"{v:.2f} s" if v < 10 else f"{v:.1f} s")
-
-
-def fmt_x(v) -> str:
-    return "-" if stats.missing(v) else f"{v:.2f}x"
-
-
-def fmt_pct(v) -> str:
-    return "-" if stats.missing(v) else f"{100 * v:.0f}%"
-
-
-_UNITS = ("B", "KiB", "MiB", "GiB")
-
-
-def byte_unit(values) -> str:
-    """One unit for a whole column: the one that suits its largest value."""
-    top = max((float(v) for v in values if not stats.missing(v)), default=0.0)
-    unit = "B"
-    for u in _UNITS[1:]:
-        if top < 1024:
-            break
-        top, unit = top / 1024, u
-    return unit
-
-
-def fmt_bytes(v, unit: str | None = None) -> str:
-    if stats.missing(v):
-        return "-"
-    v = float(v)
-    unit = unit or byte_unit([v])
-    v /= 1024 ** _UNITS.index(unit)
-    return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-
-
-def fmt_steps(v, eligible: bool, verdict: str | None = None) -> str:
-    if not eligible:
-        return "-"
-    if verdict == "no clear difference":
-        return "no clear gain"
-    return "never pays off" if stats.missing(v) else f"{v:,.0f}"
-
-
-def cell_label(r) -> str:
-    scope = "" if r["compile_scope"] == "model" else f" [{r['compile_scope']}]"
-    return f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']}{scope}"
 
 
 def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float = stats.MIN_EFFECT) -> dict:
