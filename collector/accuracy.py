@@ -1,0 +1,62 @@
+"""Correctness: compiled and eager outputs (and gradients) against a float64 reference, with
+documented tolerances (docs/measurement.md)."""
+from __future__ import annotations
+
+# Compiled and eager are both compared with a float64 run of the same step; compiled passes if its
+# relative L2 error is at most max(ERROR_MULTIPLIER x eager's error, TOLERANCE[dtype]).
+TOLERANCE = {"float32": 1e-3, "float32+tf32": 1e-2, "bfloat16": 5e-2, "amp_bf16": 5e-2,
+             "float16": 1e-2, "amp_fp16": 1e-2}
+ERROR_MULTIPLIER = 3.0
+
+
+def _tree_tensors(obj):
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def rel_l2(actual: list, expected: list) -> float:
+    """||actual - expected|| / ||expected|| over all tensors together (nan if shapes differ)."""
+    import torch
+
+    if len(actual) != len(expected) or not expected:
+        return float("nan")
+    num = den = 0.0
+    for a, e in zip(actual, expected):
+        if a is None or e is None or a.shape != e.shape:
+            return float("nan")
+        a, e = a.detach().double(), e.detach().double()
+        num += torch.sum((a - e) ** 2).item()
+        den += torch.sum(e ** 2).item()
+    return (num ** 0.5) / max(den ** 0.5, 1e-30)
+
+
+def _within(got: float, eager: float | None, tol: float) -> bool:
+    """Compiled error `got` passes if it is a number <= max(tol, ERROR_MULTIPLIER x eager's error)."""
+    allowed = tol if eager is None or eager != eager else max(tol, ERROR_MULTIPLIER * eager)
+    return got == got and got <= allowed  # got == got: not nan
+
+
+def _check_accuracy(job, cuda, ref64, ref_out_eager, ref_grads, got_out, got_grads, result) -> None:
+    """Compiled against the float64 reference (or eager where there is none): errors, tolerance
+    and accuracy_ok into `result`."""
+    cell, proto = job.cell, job.protocol
+    key = cell.dtype + ("+tf32" if proto.tf32 and cell.dtype == "float32" and cuda else "")
+    tol = TOLERANCE[key]
+    result["tolerance"] = tol
+    if ref64 is not None:
+        ref_out, ref_grads_cmp = ref64
+        result["eager_output_rel_err"] = rel_l2(ref_out_eager, ref_out)
+        if cell.phase == "train":
+            result["eager_grad_rel_err"] = rel_l2(ref_grads, ref_grads_cmp)
+    else:
+        ref_out, ref_grads_cmp = ref_out_eager, ref_grads
+    result["output_rel_err"] = rel_l2(got_out, ref_out)
+    checks = [(result["output_rel_err"], result.get("eager_output_rel_err"))]
+    if cell.phase == "train":
+        result["grad_rel_err"] = rel_l2(got_grads, ref_grads_cmp)
+        checks.append((result["grad_rel_err"], result.get("eager_grad_rel_err")))
+    result["accuracy_ok"] = all(_within(got, eager, tol) for got, eager in checks)
+
+
