@@ -403,6 +403,9 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             if covered else []), environment=env,
         trend_runs=trend_ids, trend=trend, skipped_files=loaded.skipped_in(a, b),
         diag_changes=diag_rows, diag_known=diag_known,
-        chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart},
+        chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart,
+                    "estimates": [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point,
+                                   "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason}
+                                  for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=changes.verdict(a, b, ests, labels, transitions, min_effect), caveats=changes.caveats(a, b, pairs, ests),
         subtitle=changes.subtitle(a, b), trend_cells=trend_table)

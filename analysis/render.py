@@ -141,6 +141,20 @@ def estimates_json(report: RunReport) -> str:
     return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
 
 
+COMPARE_ESTIMATES_VERSION = 1
+
+
+def compare_estimates_json(report) -> str:
+    """Every per-cell change of every quantity, B/A, with its 95% interval and call, machine-readable
+    (a CI gate on a release: fail on any `regressed`), beside the verdict the report prints."""
+    import json
+
+    data = {"schema_version": COMPARE_ESTIMATES_VERSION, "baseline": report.baseline,
+            "candidate": report.candidate, "title": report.title, "min_effect": report.min_effect,
+            "verdict": report.verdict, "caveats": report.caveats, "changes": report.chart_rows.get("estimates", [])}
+    return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
+
+
 def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
     """Write the comparison's report.md and report.html (with its forest chart) into out_dir."""
     out_dir = Path(out_dir)
@@ -169,4 +183,5 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
     write_atomic(html_path, structure_html(env.get_template("compare.html.j2").render(
         r=report, images=images, script=SCRIPT, script_hash=SCRIPT_HASH)))
     write_atomic(out_dir / "summary.md", env.get_template("compare_summary.md.j2").render(r=report))
+    write_atomic(out_dir / "estimates.json", compare_estimates_json(report))
     return md_path, html_path

@@ -13,21 +13,16 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, lambda signum, frame: _EARLY_STOP.append(signum))
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import math
 import os
-import re
-import shutil
 import sys
 from pathlib import Path
 
+from collector import executors, models, shard  # noqa: E402
 from collector import matrix as mx  # noqa: E402
-from collector import envinfo, models, shard  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
-from collector.store import RunStore, left_to_measure  # noqa: E402
-from collector.runner import (INTERRUPTED, PROJECT_ROOT, REPORTED, ForkLauncher, RunError, SubprocessLauncher,  # noqa: E402
-                              Target, check_run_id, collect_targets, default_run_id, interrupt,
-                              plan_workers)
+from collector.executors import dry_run, parse_gpus, probe_env, split_python, target_labels  # noqa: E402,F401
+from collector.runner import INTERRUPTED, PROJECT_ROOT, REPORTED, RunError, check_run_id, interrupt  # noqa: E402
 
 
 def _csv(kind):
@@ -133,126 +128,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _sharded(matrix: mx.Matrix, kn, patterns=None):
-    """The matrix narrowed to --cells, then its K-th of N slices (collector/shard.py)."""
-    if patterns:
-        matrix = mx.select_cells(matrix, patterns)
-    if not kn:
-        return matrix
-    cells = shard.select(matrix.cells, *kn)
-    print(f"shard {kn[0]}/{kn[1]}: {len(cells)} of the matrix's {len(matrix.cells)} cells")
-    return dataclasses.replace(matrix, cells=cells)
-
-
-def _shard_run_id(run_id: str | None, kn) -> str | None:
-    return shard.run_id_for(run_id, *kn) if (run_id and kn) else run_id
-
-
-def split_python(text: str) -> tuple[str | None, str]:
-    """`[LABEL=]PATH` -> (LABEL or None, PATH). A label is a run id's tail: letters, digits, . _ -."""
-    label, sep, path = text.partition("=")
-    if not sep or os.sep in label:
-        return None, text
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", label):
-        raise ValueError(f"--python {text!r}: the label {label!r} must be 1-41 letters, digits, '.', '_' or '-'")
-    return label, path
-
-
-def target_labels(given: list[str | None], envs: list[dict]) -> list[str]:
-    """Each interpreter's label: the one given, else torch<version>; repeats get -2, -3, ..."""
-    labels, seen = [], {}
-    for label, env in zip(given, envs):
-        label = label or re.sub(r"[^A-Za-z0-9._-]+", "-", f"torch{env['torch_version']}")
-        seen[label] = seen.get(label, 0) + 1
-        labels.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
-    return labels
-
-
-def check_python(python: str) -> None:
-    """--python must name an interpreter that exists, before anything runs."""
-    found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
-    if not found or os.path.isdir(found):
-        raise ValueError(f"--python {python!r}: no such executable (give the path of a Python interpreter "
-                         f"with torch installed; default: this one, {sys.executable})")
-
-
-def probe_env(python: str, device: str) -> dict:
-    check_python(python)
-    try:
-        return envinfo.probe_in(python, device)
-    except RuntimeError as exc:
-        raise RunError(str(exc)) from None
-
-
-def _submit_env(python: str, device: str) -> dict:
-    """The run's environment as the submitting host sees it. A login node without the matrix's
-    GPU probes its CPU for torch's version; the GPU model is then fixed by the first node that
-    runs a cell (collector/slurm.py: first_node_environment)."""
-    try:
-        return probe_env(python, device)
-    except RunError:
-        if device != "cuda":
-            raise
-        env = probe_env(python, "cpu")
-        env.update(device="cuda", device_name=None, gpu_name="gpu")
-        return env
-
-
-def _submit_slurm(args, matrix) -> int:
-    from collector import slurm
-
-    env = _submit_env(args.python, args.device or matrix.device)
-    settings = slurm.SlurmSettings(partition=args.slurm_partition, account=args.slurm_account,
-                                   constraint=args.slurm_constraint, time_min=args.slurm_time,
-                                   array_parallelism=args.slurm_parallelism,
-                                   gpus_per_task=1 if env["device"] == "cuda" else 0)
-    run_id = args.run_id or default_run_id(matrix.preset, env)
-    slurm.submit_run(matrix, env, Path(args.out), run_id, slurm.SubmititExecutor(settings),
-                     allow_mixed=args.allow_mixed, resubmit_failed=args.retry_failed, python=args.python,
-                     settings=settings, launcher=args.launcher)
-    return 0
-
-
-def parse_gpus(text: str, env: dict) -> list[int] | None:
-    """--gpus: '' (none), 'all', or comma-separated indices checked against the GPUs the probe saw."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    count = int(env.get("gpu_count") or 0)
-    if env.get("device") != "cuda" or count == 0:
-        raise ValueError(f"--gpus {text!r} needs a CUDA device; this run is on {env.get('device')}")
-    if text == "all":
-        return list(range(count))
-    try:
-        gpus = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"--gpus: expected 'all' or comma-separated GPU indices, got {text!r}") from None
-    bad = [g for g in gpus if not 0 <= g < count]
-    if bad:
-        raise ValueError(f"--gpus: no GPU {', '.join(map(str, bad))}; valid: 0..{count - 1} or 'all'")
-    return gpus
-
-
-def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None, retry_failed: bool = False) -> int:
-    """List the matrix's cells; with the run folder of `run_id` under `out`, mark those it holds
-    (`done`, or the failed status) and count what the same command would measure: the run store's
-    rule (collector.store.left_to_measure), so a file the collector would set aside (zero bytes,
-    truncated, another cell's row) counts as left, and RETRY=1 counts the failed rows as left."""
-    saved = RunStore(out / run_id).saved() if run_id else {}
-    left = {c.cell_id for c in left_to_measure(matrix.cells, saved, retry_failed)}
-    for cell in matrix.cells:
-        if cell.cell_id in saved:
-            status = saved[cell.cell_id]
-            again = " (measured again: RETRY)" if cell.cell_id in left else ""
-            print(f"{cell.cell_id}  [{'done' if status == 'ok' else status}]{again}")
-        else:
-            print(cell.cell_id)
-    where = (f"; run {run_id}: {len(matrix.cells) - len(left)} saved, {len(left)} to measure"
-             if saved else "")
-    print(f"{len(matrix.cells)} cells{where}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {k: getattr(args, k) for k in mx.AXES + ("device",) + tuple(s.name for s in mx.SETTINGS if s.cli)}
@@ -265,60 +140,16 @@ def main(argv: list[str] | None = None) -> int:
         memory_limit_mb()  # a bad setting is an error before anything runs, not a crashed row per cell
         if args.run_id:
             check_run_id(args.run_id)
-        shard_kn = shard.parse(args.shard) if args.shard else None
-        preset = args.preset
-        if preset != "auto":
-            matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn, args.cells)  # bad input fails here
-            if args.dry_run:  # no environment probe: plan a GPU run from a machine without one
-                return dry_run(matrix, Path(args.out), _shard_run_id(args.run_id, shard_kn), args.retry_failed)
-            if args.executor == "slurm":
-                if len(args.pythons or []) > 1:
-                    raise ValueError("several --python interpreters are measured interleaved on one machine; "
-                                     "EXECUTOR=slurm takes one")
-                args.python = split_python((args.pythons or [sys.executable])[0])[1]
-                return _submit_slurm(args, matrix)
-        elif args.executor == "slurm":
-            raise ValueError("EXECUTOR=slurm needs a preset (PRESET=...): the nodes' device is not known here")
-        given = [split_python(t) for t in (args.pythons or [sys.executable])]
-        env = probe_env(given[0][1], args.device or (matrix.device if preset != "auto" else "auto"))
-        if preset == "auto":
-            preset = "default" if env["device"] == "cuda" else "smoke"
-            matrix = _sharded(mx.build_matrix(preset, overrides), shard_kn, args.cells)
-            print(f"preset auto -> {preset} ({env['device']})")
-        envs = [env] + [probe_env(path, env["device"]) for _, path in given[1:]]
-        labels = target_labels([label for label, _ in given], envs)
-        if len(given) == 1:
-            run_ids = [_shard_run_id(args.run_id or default_run_id(matrix.preset, env), shard_kn)]
-        else:
-            run_ids = [_shard_run_id(f"{args.run_id}-{label}" if args.run_id else default_run_id(matrix.preset, e)
-                                     + (f"-{label}" if label != f"torch{e['torch_version']}" else ""), shard_kn)
-                       for label, e in zip(labels, envs)]
-            for r in run_ids:
-                check_run_id(r)
-            if len(set(run_ids)) != len(run_ids):
-                raise ValueError(f"the interpreters would share a run ({', '.join(run_ids)}): "
-                                 "label them, --python LABEL=PATH")
-        unknown = sorted(set(args.plant_on or []) - set(labels))
-        if unknown:
-            raise ValueError(f"--plant-on {','.join(unknown)}: no such interpreter label; valid: {', '.join(labels)}")
-        if args.dry_run:
-            for r in run_ids:
-                dry_run(matrix, Path(args.out), r, args.retry_failed)
-            return 0
-        workers = plan_workers(parse_gpus(args.gpus, env))
-        targets = []
-        for (label, path), e, lab, rid in zip(given, envs, labels, run_ids):
-            m = matrix
-            if args.plant_on and lab not in args.plant_on:
-                m = dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, plant_slowdown_pct=0))
-            launcher = (ForkLauncher(path, device=e["device"]) if args.launcher == "fork"
-                        else SubprocessLauncher(path))
-            targets.append(Target(m, e, rid, launcher, label=lab))
-        run_dirs = collect_targets(targets, Path(args.out), workers=workers,
-                                   retry_failed=args.retry_failed, stop_after_s=args.stop_after)
-        for run_dir in run_dirs:
-            print(f"done: {run_dir}  (make report renders it)")
-        return 0
+        req = executors.Request(
+            preset=args.preset, overrides=overrides, out=Path(args.out), run_id=args.run_id,
+            pythons=[executors.split_python(t) for t in (args.pythons or [sys.executable])],
+            shard=shard.parse(args.shard) if args.shard else None, cells=args.cells, device=args.device,
+            gpus=args.gpus, launcher=args.launcher, retry_failed=args.retry_failed, stop_after_s=args.stop_after,
+            plant_on=args.plant_on, dry_run=args.dry_run,
+            slurm={"partition": args.slurm_partition, "account": args.slurm_account,
+                   "constraint": args.slurm_constraint, "time_min": args.slurm_time,
+                   "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed})
+        return executors.EXECUTORS[args.executor]().execute(req)
     except (mx.MatrixError, shard.ShardError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -228,8 +228,8 @@ def test_main_returns_130_on_keyboard_interrupt(tmp_path, monkeypatch):
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("collector.__main__.collect_targets", stop)
-    monkeypatch.setattr("collector.__main__.probe_env", lambda python, device: dict(ENV, gpu_name=None))
+    monkeypatch.setattr("collector.executors.collect_targets", stop)
+    monkeypatch.setattr("collector.executors.probe_env", lambda python, device: dict(ENV, gpu_name=None))
     assert collector_main(["--preset", "smoke", "--out", str(tmp_path), "--run-id", "r"]) == 130
 
 

@@ -235,3 +235,43 @@ def test_a_protocol_setting_is_declared_once():
     assert (args.processes, args.tf32, args.plant_slowdown_pct, args.timeout_s) == (5, "1", 3, 60)
     m = mx.build_matrix("smoke", {"processes": args.processes, "tf32": args.tf32})
     assert m.protocol.processes == 5 and m.protocol.tf32 is True
+
+
+def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch):
+    """Every executor takes the same Request (collector.executors): a stand-in registered in
+    EXECUTORS sees what the command asked for, without measuring anything."""
+    from collector import executors
+    from collector.__main__ import main
+
+    seen = []
+
+    class Fake:
+        name = "fake"
+
+        def execute(self, req):
+            seen.append(req)
+            return 0
+
+    monkeypatch.setitem(executors.EXECUTORS, "local", Fake)
+    assert main(["--preset", "smoke", "--models", "mlp", "--out", str(tmp_path), "--run-id", "v",
+                 "--python", "python3", "--python", "new=/opt/py/bin/python", "--plant-slowdown", "5",
+                 "--plant-on", "new", "--shard", "1/2", "--stop-after", "60"]) == 0
+    req = seen[0]
+    assert req.pythons == [(None, "python3"), ("new", "/opt/py/bin/python")] and req.plant_on == ["new"]
+    assert (req.shard, req.stop_after_s, req.run_id) == ((1, 2), 60.0, "v")
+    assert req.overrides["plant_slowdown_pct"] == 5 and req.matrix().cells  # the shard of the smoke matrix
+
+
+def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
+    """estimates.json beside a comparison: every quantity of every cell, B/A with its interval and
+    call; a release gate fails on any 'regressed' (here the MoE's compiled step)."""
+    from analysis.__main__ import main as analysis_main
+
+    assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "300",
+                          "--baseline", "v-h200-torch2.11.0-cu130", "--candidate", "v-h200-torch2.14.1-cu130"]) == 0
+    data = json.loads((tmp_path / "compare-v-h200-torch2.11.0-cu130-vs-v-h200-torch2.14.1-cu130"
+                       / "estimates.json").read_text())
+    assert data["schema_version"] == 1 and {c["quantity"] for c in data["changes"]} == set(est.QUANTITIES)
+    regressed = [(c["cell_id"], c["quantity"]) for c in data["changes"] if c["call"] == est.REGRESSED]
+    assert regressed == [("moe__infer__amp_bf16__bs8__reduce-overhead__model", "compiled")]
+    assert all(c["lo"] <= c["ratio"] <= c["hi"] for c in data["changes"] if c["ratio"] is not None)
