@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU version comparison's device commands (docs/comparison.md, "Versions on a GPU"), one stage a call:
 #   bash benchmarks/versions_gpu.sh install VERSION      join the pieces carried under .carry/g*/ into .whl/torch-VERSION
-#                                                        and install them (shared/torch-stack's install half, sent with them)
+#                                                        and install them (benchmarks/torch-stack install; the pieces
+#                                                        and their MANIFEST come from benchmarks/torch-stack download)
 #   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions under every interpreter PY, interleaved
 #                                                        cell by cell; start no cell after SECONDS (the same call resumes)
 #   bash benchmarks/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
@@ -18,7 +19,7 @@ case $stage in
     v=$1; dir=.whl/torch-$v
     if [ ! -x /tmp/torch-$v/bin/python ]; then
       mkdir -p "$dir" && for g in .carry/g*/; do mv "$g"* "$dir"/; done
-      bash "$dir/torch-stack" install "$dir" 2>&1 | tail -5
+      bash benchmarks/torch-stack install "$dir" 2>&1 | tail -5
     fi ;;
   release)
     run=$1 secs=$2; shift 2
