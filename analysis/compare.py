@@ -20,7 +20,7 @@ from analysis import changes
 from analysis import estimates as est
 from analysis import stats
 
-from analysis.context import ENV_FIELDS, compute_verdicts
+from analysis.context import ENV_FIELDS
 from analysis.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
 from analysis.load import DataError, Loaded, Run, sql
 
@@ -135,13 +135,8 @@ def _samples(loaded: Loaded, run_id: str) -> dict:
 
 def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:
     """Each compiled cell's 95% speedup interval as the run's own report computes it
-    (context.compute_verdicts, table `verdicts`), computed here if the report has not been."""
-    query = "SELECT cell_id, speedup_lo, speedup_hi FROM verdicts WHERE run_id = $run_id"
-    rows = loaded.con.execute(query, {"run_id": run_id}).fetchall()
-    if not rows:
-        compute_verdicts(loaded, run_id, reps)
-        rows = loaded.con.execute(query, {"run_id": run_id}).fetchall()
-    return {cid: (lo, hi) for cid, lo, hi in rows}
+    (stats.run_stats: computed once per run, whoever asks first)."""
+    return dict(stats.run_stats(loaded, run_id, reps).intervals)
 
 
 def check_comparable(a: Run, b: Run) -> list[str]:

@@ -153,25 +153,21 @@ class RunReport:
 
 
 def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float = stats.MIN_EFFECT) -> dict:
-    """Interval of every compiled cell of the run (stats.bootstrap_medians: over processes, or over
-    blocks for a one-process cell); store table `verdicts`; return replicates by cell."""
+    """Interval of every compiled cell of the run (stats.run_stats, computed once per run) and its
+    verdict; store table `verdicts` (the report's SQL joins it); return replicates by cell."""
     con = loaded.con
-    cells = [c for c, compiled in stats.run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
-    reps_by_cell = stats.bootstrap_speedups(cells, reps=reps)
+    rs = stats.run_stats(loaded, run_id, reps)
     points = dict(con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = $run_id", {"run_id": run_id}).fetchall())
     rows = []
-    if reps_by_cell:
-        bounds = stats.intervals(np.stack(list(reps_by_cell.values())))
-        for cell_id, (lo, hi) in zip(reps_by_cell, bounds):
-            point = points.get(cell_id)
-            rows.append((run_id, cell_id, float(lo), float(hi),
-                         stats.verdict(lo, hi, None if stats.missing(point) else point, min_effect)))
+    for cell_id, (lo, hi) in rs.intervals.items():
+        point = points.get(cell_id)
+        rows.append((run_id, cell_id, lo, hi, stats.verdict(lo, hi, None if stats.missing(point) else point, min_effect)))
     frame = pd.DataFrame(rows, columns=["run_id", "cell_id", "speedup_lo", "speedup_hi", "verdict"])
     con.execute("DELETE FROM verdicts WHERE run_id = $run_id", {"run_id": run_id})
     con.register("new_verdicts", frame)
     con.execute("INSERT INTO verdicts SELECT * FROM new_verdicts")
     con.unregister("new_verdicts")
-    return reps_by_cell
+    return rs.speedup_reps
 
 
 def prepare(loaded: Loaded) -> None:

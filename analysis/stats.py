@@ -61,6 +61,31 @@ def run_samples(loaded, run_id: str) -> list[tuple[CellSamples, bool]]:
     return loaded.cache[key]
 
 
+@dataclass(frozen=True)
+class RunStats:
+    """A run's per-cell statistics, computed once and read by the run report (its intervals and
+    verdicts), the verdict over groups and the comparison (A's intervals for the A/A check):
+    the samples, each compiled cell's speedup replicates and its 95% interval."""
+
+    run_id: str
+    reps: int
+    speedup_reps: dict  # cell id -> replicates of the speedup (over processes, or blocks for one process)
+    intervals: dict  # cell id -> (lo, hi), the 95% percentile interval of those replicates
+
+
+def run_stats(loaded, run_id: str, reps: int = DEFAULT_REPS) -> RunStats:
+    """The run's RunStats, computed on first use and kept on `loaded` (the first computation of a
+    run stands for every reader of it, as the report's own intervals do)."""
+    key = ("run_stats", run_id)
+    if key not in loaded.cache:
+        cells = [c for c, compiled in run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
+        by_cell = bootstrap_speedups(cells, reps=reps)
+        bounds = intervals(np.stack(list(by_cell.values()))) if by_cell else []
+        loaded.cache[key] = RunStats(run_id, reps, by_cell,
+                                     {cid: (float(lo), float(hi)) for cid, (lo, hi) in zip(by_cell, bounds)})
+    return loaded.cache[key]
+
+
 def missing(v) -> bool:
     """A null value as the loaded rows carry it: None, a float NaN or pandas' NA."""
     return v is None or v is pd.NA or (isinstance(v, float) and v != v)
