@@ -348,7 +348,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     headline.append(f"{n_imp} cell(s) improved and {n_reg} regressed in speedup (95% interval excludes no change "
                     f"and the change is at least the {min_effect * 100:g}% minimum effect), of "
                     f"{len(fam['speedup'])} paired cells; {n_bh} of these calls also survive Benjamini-Hochberg "
-                    f"at q < {ALPHA}.")
+                    f"at q below {ALPHA}.")
 
     unpaired = [(r, c, s) for r, c, s in con.execute(sql("compare_unpaired"),
                                                      {"baseline": a.run_id, "candidate": b.run_id}).fetchall()]
