@@ -40,13 +40,20 @@ def interleaved(a: Run, b: Run) -> bool:
     return (b.run_id in a.manifest.get("interleaved_with", []) or a.run_id in b.manifest.get("interleaved_with", []))
 
 
-def _boots(r: Run) -> set:
+def boots(r: Run) -> set:
+    """The machine boots a run's sessions recorded (hostnames repeat across lent machines)."""
     return {x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")}
+
+
+def build_kinds_differ(a: Run, b: Run) -> bool:
+    """A CPU-only build against a CUDA build (say `2.13.0+cpu` and `2.14.1+cu130`)."""
+    kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in versions(a, b)]
+    return kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu")
 
 
 def how_measured(a: Run, b: Run) -> str:
     """One sentence: one machine interleaved, one machine in turn, or two machines."""
-    ba, bb = _boots(a), _boots(b)
+    ba, bb = boots(a), boots(b)
     if ba and bb and not (ba & bb):
         return ("Measured on different machines (no machine boot in common): host-bound step times differ "
                 "between machines of one kind; read GPU-bound cells and compiled step times first.")
@@ -129,8 +136,7 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         out.append(f"In {len(both)} cell(s) eager and compiled step times moved the same way: a cause both sides "
                    "share (the machine, its load, a library both use), not the compile; read their speedup change.")
     va, vb = versions(a, b)
-    kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in (va, vb)]
-    if kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu"):
+    if build_kinds_differ(a, b):
         out.append(f"The builds differ in kind ({va} against {vb}): a CPU-only build and a CUDA build ship "
                    "different kernels and libraries even on the CPU.")
     lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]

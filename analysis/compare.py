@@ -251,7 +251,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
     calls = {q: {cid: Change.of(e) for cid, e in by.items()} for q, by in ests.items()}
 
-    boots = [{x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")} for r in (a, b)]
+    boots = [changes.boots(r) for r in (a, b)]
     if boots[0] and boots[1] and boots[0] != boots[1]:
         shared = boots[0] & boots[1]
         headline_notes = [f"Confounder: {a.run_id} and {b.run_id} were not collected on one machine "
@@ -259,9 +259,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                           "step times differ between machines of one kind, speedups much less."]
     else:
         headline_notes = []
-    builds = [str(r.env.get("torch_version") or "") for r in (a, b)]
-    kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in builds]
-    if kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu"):
+    if changes.build_kinds_differ(a, b):
+        builds = changes.versions(a, b)
         headline_notes.append(f"Confounder: the builds differ in kind ({builds[0]} against {builds[1]}): a CPU-only "
                               "build and a CUDA build of torch ship different kernels and libraries even on the "
                               "CPU; compare builds of the same kind to see what the version changed.")

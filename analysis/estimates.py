@@ -71,10 +71,6 @@ class Estimate:
     def called(self) -> bool:
         return self.call in (IMPROVED, REGRESSED)
 
-    @property
-    def name(self) -> str:
-        return QUANTITIES[self.quantity][0]
-
 
 OVERLAP = "not called: the runs' processes overlap"
 

@@ -234,9 +234,10 @@ def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
     next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
     so that neither version always runs first after the other. Cells a target has already saved
     are left out of its turn."""
+    todo = [{c.cell_id: c for c in o.todo} for o in opened]  # one lookup a cell, not a scan
     queue, turn = [], 0
     for cid in cell_ids:
-        here = [(i, c) for i, o in enumerate(opened) for c in o.todo if c.cell_id == cid]
+        here = [(i, left[cid]) for i, left in enumerate(todo) if cid in left]
         if not here:
             continue
         queue.extend(here if turn % 2 == 0 else here[::-1])

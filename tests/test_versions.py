@@ -198,24 +198,28 @@ def test_dry_run_answers_what_the_real_run_would_measure(tmp_path, capsys):
 
 def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
     """One upgrade for old manifests (a run from before `processes` resumes as one process a cell);
-    a run.json that is not JSON, or lacks its environment, is refused naming the file (exit 2)."""
+    a run.json that is not JSON, or lacks its environment, stops the collector with exit 2 and a
+    message naming the file (it was a KeyError and a traceback)."""
+    from collector import store
     from collector.__main__ import main
     from collector.contract import upgrade_manifest
+    from collector.faults import fake_python
 
     assert upgrade_manifest({"protocol": {"blocks": 8}})["protocol"] == {"blocks": 8, "processes": 1,
                                                                           "plant_slowdown_pct": 0}
     run = tmp_path / "r"
     run.mkdir()
     args = ["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
-            "--run-id", "r", "--python", "/bin/true"]
+            "--run-id", "r", "--python", fake_python(tmp_path)]
     for text, words in (("{not json", "is not valid JSON"), ('{"run_id": "r"}', "has no 'environment'")):
         (run / "run.json").write_text(text)
-        from collector import store
         with pytest.raises(store.ManifestError, match=words):
             store.read_run_manifest(run / "run.json")
-    assert str(run / "run.json") in str(pytest.raises(store.ManifestError, store.read_run_manifest,
-                                                      run / "run.json").value)
-    assert args  # the CLI maps ManifestError (a ValueError) to exit 2 like every bad input
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert str(run / "run.json") in err and words in err and "Traceback" not in err
+        assert (run / "run.json").read_text() == text  # left as it was
 
 
 def test_a_protocol_setting_is_declared_once():
