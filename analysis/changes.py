@@ -45,6 +45,11 @@ def boots(r: Run) -> set:
     return {x.get("boot_id") for x in r.manifest.get("sessions", []) if x.get("boot_id")}
 
 
+def collector_sources(r: Run) -> set:
+    """The hashes of the collector code that measured a run's sessions (run.json sessions)."""
+    return {x.get("collector_source_sha1") for x in r.manifest.get("sessions", []) if x.get("collector_source_sha1")}
+
+
 def build_kinds_differ(a: Run, b: Run) -> bool:
     """A CPU-only build against a CUDA build (say `2.13.0+cpu` and `2.14.1+cu130`)."""
     kinds = [v.split("+", 1)[1] if "+" in v else "plain" for v in versions(a, b)]
@@ -139,6 +144,11 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
     if build_kinds_differ(a, b):
         out.append(f"The builds differ in kind ({va} against {vb}): a CPU-only build and a CUDA build ship "
                    "different kernels and libraries even on the CPU.")
+    sa, sb = collector_sources(a), collector_sources(b)
+    if sa and sb and not (sa & sb):
+        out.append(f"Collected by different collector code (source hash A {', '.join(sorted(sa))}, B "
+                   f"{', '.join(sorted(sb))}): a change of protocol moves figures the way a new torch would "
+                   "(docs/comparison.md, 'Across machines and collector versions').")
     lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
     if lb:
         out.append(f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
@@ -171,7 +181,7 @@ def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], lab
 
 
 DIAG_FIELDS = (("graphs", "graphs"), ("breaks", "graph breaks"), ("recompiles", "recompiles"),
-               ("cg_skips", "CUDA-graph skips"))
+               ("cg_skips", "CUDA-graph skips"), ("kernels", "kernels"))
 REASON_FIELDS = ("break_reasons", "recompile_reasons", "cg_reasons")
 
 
@@ -197,19 +207,24 @@ def diagnostic_changes(pairs: list[dict]) -> tuple[list[tuple[str, str, str]], i
     return rows, known
 
 
+def _trend_text(compiled: float, speedup: float, kernels: int | None) -> str:
+    return f"{compiled:.3f} ms ({speedup:.2f}x{'' if kernels is None else f', {kernels} kernels'})"
+
+
 def trend_cells(con, runs: list[Run]) -> tuple[list[tuple[str, list[str]]], list[dict]]:
-    """Per cell over 3+ runs: its compiled step time and speedup in each run (text), and chart rows
-    (label, compiled step time relative to the first run that has it)."""
+    """Per cell over 3+ runs: its compiled step time and speedup in each run (text, with the kernels
+    Inductor generated where the run recorded them), and chart rows (label, compiled step time
+    relative to the first run that has it)."""
     ids = [r.run_id for r in runs]
     got: dict[str, dict[str, tuple]] = {}
     labels = {}
-    for run_id, cid, label, compiled, speedup in con.execute(sql("trend_cells"), {"runs": ids}).fetchall():
-        got.setdefault(cid, {})[run_id] = (compiled, speedup)
+    for run_id, cid, label, compiled, speedup, kernels in con.execute(sql("trend_cells"), {"runs": ids}).fetchall():
+        got.setdefault(cid, {})[run_id] = (compiled, speedup, kernels)
         labels[cid] = label
     table, chart = [], []
     for cid in sorted(got, key=lambda c: labels[c]):
         per = got[cid]
-        table.append((labels[cid], [f"{per[r][0]:.3f} ms ({per[r][1]:.2f}x)" if r in per else "-" for r in ids]))
+        table.append((labels[cid], [_trend_text(*per[r]) if r in per else "-" for r in ids]))
         first = next((per[r][0] for r in ids if r in per), None)
         if first and len(per) >= 2:
             chart.append({"label": labels[cid], "values": [per[r][0] / first if r in per else None for r in ids]})

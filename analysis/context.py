@@ -284,7 +284,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
             r["label"], fmt_s(r["first_call_eager_s"]), fmt_s(r["first_call_compiled_s"]),
             fmt_s(r["warm_first_call_compiled_s"]), fmt_s(r["compile_dynamo_s"]), fmt_s(r["compile_inductor_s"]),
             fmt_s(r["compile_backward_s"]),
-            "-" if r["graph_count"] is None else f"{r['graph_count']} / {r['graph_break_count']}",
+            "-" if r["graph_count"] is None else f"{r['graph_count']} / {r['graph_break_count']}"
+            + ("" if r.get("kernel_count") is None else f" ({r['kernel_count']} kernels)"),
             fmt_s(r["portable_first_call_compiled_s"]),
             fmt_steps(r["breakeven_cold_steps"], ok, r["verdict"]),
             fmt_steps(r["breakeven_warm_steps"], ok and r["warm_first_call_compiled_s"] is not None, r["verdict"])))

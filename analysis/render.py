@@ -152,6 +152,8 @@ def compare_estimates_json(report) -> str:
     data = {"schema_version": COMPARE_ESTIMATES_VERSION, "baseline": report.baseline,
             "candidate": report.candidate, "title": report.title, "min_effect": report.min_effect,
             "verdict": report.verdict, "caveats": report.caveats, "changes": report.chart_rows.get("estimates", [])}
+    if report.trend_cells:  # 3+ runs: the runs of the trend, baseline first (as --candidate gave them)
+        data["trend_runs"] = report.trend_runs
     return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
 
 

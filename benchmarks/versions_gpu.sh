@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU version comparison's device commands (docs/comparison.md, "Versions on a GPU"), one stage a call:
-#   bash benchmarks/versions_gpu.sh install VERSION      join the pieces carried under .carry/g*/ into .whl/torch-VERSION
-#                                                        and install them (benchmarks/torch-stack install; the pieces
-#                                                        and their MANIFEST come from benchmarks/torch-stack download)
+#   bash benchmarks/versions_gpu.sh install VERSION...   gather the pieces carried under .carry/g*/ (made here by
+#                                                        benchmarks/carry_groups.py VERSION...), put each VERSION's into
+#                                                        .whl/torch-VERSION by its MANIFEST-VERSION and install it
+#                                                        (benchmarks/torch-stack install) unless installed already
 #   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions under every interpreter PY, interleaved
 #                                                        cell by cell; start no cell after SECONDS (the same call resumes)
 #   bash benchmarks/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
@@ -16,11 +17,16 @@ pack() { [ -n "${OUT:-}" ] && [ -d data/runs ] && tar czf "$OUT/runs.tgz" data/r
 trap pack EXIT
 case $stage in
   install)
-    v=$1; dir=.whl/torch-$v
-    if [ ! -x /tmp/torch-$v/bin/python ]; then
-      mkdir -p "$dir" && for g in .carry/g*/; do mv "$g"* "$dir"/; done
+    pool=.whl/pool; mkdir -p $pool
+    for g in .carry/g*/; do [ -d "$g" ] && find "$g" -type f -exec mv {} $pool/ \; ; done
+    for v in "$@"; do
+      dir=.whl/torch-$v
+      [ -x /tmp/torch-$v/bin/python ] && { echo "torch $v: installed already"; continue; }
+      [ -f $pool/MANIFEST-$v ] || { echo "no MANIFEST-$v among the carried pieces" >&2; exit 2; }
+      mkdir -p "$dir" && cp $pool/MANIFEST-$v "$dir/MANIFEST"
+      while read -r sum name; do ln -f $pool/"$name".part* "$dir"/ || exit 2; done < "$dir/MANIFEST"
       bash benchmarks/torch-stack install "$dir" 2>&1 | tail -5
-    fi ;;
+    done ;;
   release)
     run=$1 secs=$2; shift 2
     make collect PYTHON=python3 PRESET=versions RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
@@ -34,5 +40,5 @@ case $stage in
     fi
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
-  *) echo "stages: install VERSION | release RUN SECONDS PY... | aa RUN SECONDS CELLS" >&2; exit 2 ;;
+  *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS" >&2; exit 2 ;;
 esac

@@ -1,5 +1,5 @@
-"""Why a compiled cell is as fast as it is: graphs, graph breaks, recompiles, CUDA-graph skips
-and the compile-time split, read from Dynamo's counters and compilation metrics.
+"""Why a compiled cell is as fast as it is: graphs, graph breaks, recompiles, CUDA-graph skips,
+the kernels Inductor generated and the compile-time split, read from Dynamo's counters and compilation metrics.
 
 These are private APIs that change between torch releases, so every read is here and
 each one degrades to None ("unknown") when this torch lacks it: never a crash, never
@@ -31,6 +31,17 @@ SPLIT_FIELDS = {
 def _counter(torch, group: str) -> dict | None:
     try:
         return dict(torch._dynamo.utils.counters[group])
+    except Exception:
+        return None
+
+
+def _kernels(torch) -> int | None:
+    """Inductor's count of the kernels it has generated in this process (Triton or C++; an FX-graph
+    cache hit adds the count saved with the graph, so a warm compile counts the same kernels)."""
+    try:
+        import importlib
+
+        return int(importlib.import_module(f"{torch.__name__}._inductor.metrics").generated_kernel_count)
     except Exception:
         return None
 
@@ -82,7 +93,7 @@ def snapshot(torch) -> dict:
     metrics = _metrics(torch)
     skips = _skip_log(torch)
     return {"stats": _counter(torch, "stats"), "graph_break": _counter(torch, "graph_break"),
-            "inductor": _counter(torch, "inductor"), "n_metrics": None if metrics is None else len(metrics),
+            "inductor": _counter(torch, "inductor"), "kernels": _kernels(torch), "n_metrics": None if metrics is None else len(metrics),
             "n_skip_messages": None if skips is None else len(skips.messages)}
 
 
@@ -101,6 +112,8 @@ def since(torch, before: dict) -> dict:
     """What happened since `before`; each value None where this torch could not tell."""
     now = snapshot(torch)
     out: dict = {"graph_count": _delta(now["stats"], before["stats"], "unique_graphs")}
+    out["kernel_count"] = (None if now["kernels"] is None or before.get("kernels") is None
+                           else now["kernels"] - before["kernels"])
     gb_now, gb_before = now["graph_break"], before["graph_break"]
     if gb_now is None or gb_before is None:
         out["graph_break_count"] = out["graph_break_reasons"] = None
@@ -147,7 +160,8 @@ def to_row(found: dict) -> dict:
     def js(value):
         return None if value is None else json.dumps(value, sort_keys=True)
 
-    return {"graph_count": found.get("graph_count"), "graph_break_count": found.get("graph_break_count"),
+    return {"graph_count": found.get("graph_count"), "kernel_count": found.get("kernel_count"),
+            "graph_break_count": found.get("graph_break_count"),
             "graph_break_reasons_json": js(found.get("graph_break_reasons")),
             "recompile_count": found.get("recompile_count"),
             "recompile_reasons_json": js(found.get("recompile_reasons")),

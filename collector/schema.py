@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -26,7 +26,10 @@ V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_
 # other (process-major; each process blocks x steps_per_block samples), each process's wall time,
 # the host hygiene applied before timing, and the planted-slowdown test option
 V5 = ("processes", "process_wall_s", "process_errors", "hygiene", "planted_slowdown_pct", "planted_delay_ms")
-ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5}}
+# v6 the number of kernels Inductor generated for the cell's compile
+V6 = ("kernel_count",)
+ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
+            **{c: 6 for c in V6}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -79,6 +82,7 @@ FIELDS = [
     # diagnostics (collector.diagnostics): null = this torch could not tell, never a guessed zero;
     # *_json are {reason: count}; compile_split_json is {stage: seconds}, cumulative and nested
     ("graph_count", _i64), ("graph_break_count", _i64), ("graph_break_reasons_json", _str),
+    ("kernel_count", _i64),  # kernels Inductor generated for the cell's compile (v6; cold process)
     ("recompile_count", _i64), ("recompile_reasons_json", _str),
     ("cudagraph_skip_count", _i64), ("cudagraph_skip_reasons_json", _str), ("compile_split_json", _str),
     # bytes the cold compile wrote to its fresh inductor and Triton cache directories

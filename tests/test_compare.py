@@ -257,6 +257,27 @@ def test_builds_of_different_kinds_are_a_confounder_in_the_headline(tmp_path):
                for h in rep.headline)
 
 
+def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
+    """The collector's source hash (run.json sessions) differs (a protocol change moves figures like a
+    new torch): said; a hash in common, or none recorded in a run (older runs), says nothing."""
+    def caveats_with(digests):
+        root = tmp_path / "-".join("+".join(map(str, d)) for d in digests)
+        compare(root, cells(), cells())
+        for run_id, digest in zip(("A", "B"), digests):
+            manifest = json.loads((root / run_id / "run.json").read_text())
+            manifest["sessions"] = [{"collector_source_sha1": d} for d in digest]
+            (root / run_id / "run.json").write_text(json.dumps(manifest))
+        runs = {r.run_id: r for r in discover_runs(root)}
+        loaded = load(list(runs.values()))
+        prepare(loaded)
+        return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x").caveats
+
+    said = [c for c in caveats_with((["aaaa"], ["bbbb", "cccc"])) if c.startswith("Collected by different")]
+    assert len(said) == 1 and "source hash A aaaa, B bbbb, cccc" in said[0]
+    assert not any(c.startswith("Collected by") for c in caveats_with((["aaaa", "bbbb"], ["bbbb"])))
+    assert not any(c.startswith("Collected by") for c in caveats_with(([None], ["bbbb"])))
+
+
 def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     """Eager and compiled both 20% slower in B (a slower machine, not a slower compile): the
     headline says eager moved with it instead of "compiled is 20% slower", and no speedup call."""

@@ -78,12 +78,32 @@ def test_compile_split_in_seconds_from_inductor():
     assert json.loads(row["compile_split_json"])["dynamo"] == pytest.approx(split["dynamo"])
 
 
+def test_kernel_count_from_inductor_and_the_same_when_compiled_again():
+    def k(x):
+        return torch.relu(x).sum(1) * 2, x.cos()
+
+    x = torch.randn(32, 16)
+    before = diagnostics.snapshot(torch)
+    torch.compile(k, backend="eager")(x)
+    assert diagnostics.since(torch, before)["kernel_count"] == 0  # no Inductor, no kernels
+    torch._dynamo.reset()
+    before = diagnostics.snapshot(torch)
+    torch.compile(k)(x)
+    first = diagnostics.since(torch, before)["kernel_count"]
+    assert first >= 1
+    torch._dynamo.reset()  # compiled again: from the FX-graph cache (its saved count) or anew
+    before = diagnostics.snapshot(torch)
+    torch.compile(k)(x)
+    assert diagnostics.since(torch, before)["kernel_count"] == first
+    assert diagnostics.to_row(diagnostics.since(torch, before))["kernel_count"] == first
+
+
 def test_missing_private_apis_degrade_to_unknown_not_zero():
     bare = types.SimpleNamespace(_dynamo=types.SimpleNamespace())  # a torch without these fields
     before = diagnostics.snapshot(bare)
     found = diagnostics.since(bare, before)
     assert set(found) >= {"graph_count", "graph_break_count", "recompile_count", "cudagraph_skip_count",
-                          "compile_split"}
+                          "compile_split", "kernel_count"}
     assert all(v is None for v in found.values()), found
     row = diagnostics.to_row(found)
     assert all(v is None for v in row.values())

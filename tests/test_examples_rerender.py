@@ -33,7 +33,12 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
     args = ["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path)]
     if name.startswith("compare-"):
         a, b = name[len("compare-"):].split("-vs-")
-        args += ["--baseline", a, "--candidate", b, "--allow-mismatch"]
+        published = ROOT / "docs" / "examples" / name / "estimates.json"
+        # a comparison with a trend names its runs (baseline first): render with all its candidates
+        trend = json.loads(published.read_text()).get("trend_runs", []) if published.exists() else []
+        args += ["--baseline", a, "--allow-mismatch"]
+        for c in trend[1:] or [b]:
+            args += ["--candidate", c]
     else:
         args += ["--run", name]
     assert analysis_main(args) == 0

@@ -63,7 +63,7 @@ SELECT
     coalesce(compiled_launch_ratio >= 0.9, false) AS compiled_launch_bound,
     first_call_eager_s, first_call_compiled_s, warm_first_call_compiled_s,
     compile_dynamo_s, compile_inductor_s, compile_backward_s, warm_compile_dynamo_s,
-    graph_count, graph_break_count, warmup_calls_compiled,
+    graph_count, graph_break_count, kernel_count, warmup_calls_compiled,
     eager_peak_allocated_bytes, compiled_peak_allocated_bytes,
     eager_peak_reserved_bytes, compiled_peak_reserved_bytes, eager_cold_peak_reserved_bytes,
     compiled_cold_peak_allocated_bytes, compiled_cold_peak_reserved_bytes,

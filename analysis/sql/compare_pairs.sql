@@ -12,6 +12,7 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.eager_launch_bound AS eager_lb_a, b.eager_launch_bound AS eager_lb_b,
        a.compiled_launch_bound AS compiled_lb_a, b.compiled_launch_bound AS compiled_lb_b,
        a.graph_count AS graphs_a, b.graph_count AS graphs_b,
+       a.kernel_count AS kernels_a, b.kernel_count AS kernels_b,
        a.graph_break_count AS breaks_a, b.graph_break_count AS breaks_b,
        a.recompile_count AS recompiles_a, b.recompile_count AS recompiles_b,
        a.cudagraph_skip_count AS cg_skips_a, b.cudagraph_skip_count AS cg_skips_b,
