@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
-  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT WATCH
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
@@ -54,7 +54,7 @@ REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
-.PHONY: help collect collect-status collect-cancel merge report test test-fast bench reliability clean-reports
+.PHONY: help collect collect-status collect-cancel merge report gate test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
   or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes \
   or crashed_cell or stop_after or dry_run
@@ -81,6 +81,7 @@ help: ## list the targets
 	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
+	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory]"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 
@@ -114,6 +115,11 @@ merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS=
 
 report: $(REPORT_DEPS) ## render every run under data/ to reports/<run id>/report.html and report.md
 	$(PY) -m analysis $(REPORT_ARGS)
+
+gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
+	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
+	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
+	  $(if $(ALLOW_MISMATCH),--allow-mismatch)
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q tests

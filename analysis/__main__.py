@@ -55,7 +55,12 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["gate"]:  # python -m analysis gate --baseline A --candidate B --max-regression 5%
+        from analysis import gate
+
+        return gate.main(argv[1:])
+    args = parse_args(argv)
     t0 = time.perf_counter()
     try:
         runs = [r for d in (args.data or [ROOT / "data"]) for r in discover_runs(d)]

@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from collector.compact import COMPACT, fingerprint, read_index
-from collector.contract import upgrade_manifest
+from collector.contract import cell_id_of, upgrade_manifest
 from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of
 
 KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -46,7 +47,31 @@ class Run:
 
     @property
     def files(self) -> list[Path]:
-        return sorted((self.path / "cells").glob("*.parquet"))
+        """The run's cell files: regular files only (a FIFO or device named *.parquet would block
+        or mislead a reader; `irregular` names them)."""
+        return [p for p in sorted((self.path / "cells").glob("*.parquet")) if _regular(p)]
+
+    @property
+    def irregular(self) -> list[tuple[str, str]]:
+        return [(str(p), f"not a regular file ({_kind(p)}): left out") for p in
+                sorted((self.path / "cells").glob("*.parquet")) if not _regular(p)]
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (a link to one counts), judged without opening it."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _kind(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
 
 
 @dataclass
@@ -131,6 +156,8 @@ def discover_runs(root: Path) -> list[Run]:
         manifests = sorted(_manifests(root))
     runs = []
     for m in manifests:
+        if not _regular(m):
+            raise DataError(f"{m}: not a regular file ({_kind(m)}); a run's run.json is a JSON file")
         manifest, problems = read_manifest(m)
         runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))
     return runs
@@ -237,14 +264,29 @@ def _validate(con, files: list[str], one_row: bool = True) -> tuple[list[str], l
 
 def _check_cells(con, runs: list["Run"]) -> list[tuple[str, str]]:
     """After loading: a cell file must be named after its cell (a copy such as `x (copy).parquet`
-    would count the cell twice); rows take their run id from their folder. Returns what was
+    would count the cell twice), and two rows of one run must not share a cell key (a copy renamed
+    and relabelled as another cell); rows take their run id from their folder. Returns what was
     left out or noted."""
     notes = []
-    for f, cell_id in con.execute("SELECT filename, cell_id FROM cells_raw").fetchall():
+    rows = con.execute("SELECT filename, cell_id, model, phase, dtype, batch_size, mode, compile_scope, dynamic "
+                       "FROM cells_raw ORDER BY filename").fetchall()
+    by_key: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for f, cell_id, *key in rows:
         if Path(f).stem != cell_id:
             notes.append((f, f"holds cell {cell_id!r}; a cell file is named <cell id>.parquet "
                              "(a copy? it would count the cell twice)"))
             con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
+        else:
+            by_key.setdefault((str(Path(f).parent), cell_id_of(*key)), []).append((f, cell_id))
+    for (_, keyed), found in by_key.items():  # one cell measured twice under two names (a relabelled copy)
+        if len(found) < 2:
+            continue
+        keep = next(((f, c) for f, c in found if c == keyed), found[0])
+        for f, cell_id in found:
+            if (f, cell_id) != keep:
+                notes.append((f, f"names cell {cell_id!r} but its key (model, phase, dtype, batch size, mode, scope) "
+                                 f"is that of {keep[1]!r}, already counted: a relabelled copy"))
+                con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
     for run in runs:
         prefix = str(run.path / "cells") + os.sep
         merged = run.manifest.get("merged_from") or []  # shards joined by collector.shard: expected ids
@@ -296,15 +338,21 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
     if good:
         con.execute("INSERT INTO cells_raw BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
                     [good])
-    skipped = sorted(p for run in runs for p in run.problems) + sorted(skipped + _check_cells(con, runs))
+    skipped = sorted(p for run in runs for p in [*run.problems, *run.irregular]) + \
+        sorted(skipped + _check_cells(con, runs))
     if skipped and strict:
         raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
     con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
     return Loaded(con, runs, skipped)
 
 
+@functools.lru_cache(maxsize=1)
 def _empty_file() -> Path:
-    """A zero-row Parquet file with the contract's schema (so an empty run still has a table)."""
+    """A zero-row Parquet file with the contract's schema (so an empty run still has a table), written
+    once per process into a private folder of its own (mkdtemp: mode 0700, a fresh name) and removed
+    at exit: nothing another process or an earlier run left in the temporary folder is trusted."""
+    import atexit
+    import shutil
     import tempfile
 
     import pyarrow as pa
@@ -312,14 +360,8 @@ def _empty_file() -> Path:
 
     from collector.schema import SCHEMA
 
-    import hashlib
-
-    digest = hashlib.sha1(str(SCHEMA).encode()).hexdigest()[:12]  # a changed schema gets its own file
-    path = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}-{digest}.parquet"
-    if not path.exists():  # written under a private name and renamed: concurrent reports never see half a file
-        import os
-
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), tmp)
-        os.replace(tmp, path)
+    folder = Path(tempfile.mkdtemp(prefix="tcb-report-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / f"empty-v{SCHEMA_VERSION}.parquet"
+    pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), path)
     return path

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -109,10 +111,78 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
-    """Write report.md and report.html into out_dir; returns their paths."""
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
+    except (AttributeError, OSError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recover(out_dir: Path) -> None:
+    """Finish or undo what a killed render of out_dir left: its staging folders go; where only the
+    fallback's first rename happened (out_dir moved aside, no new one in place), the old one returns."""
+    pattern = re.compile(re.escape(f".{out_dir.name}.") + r"(new|old)-(\d+)")
+    for stale in sorted(out_dir.parent.iterdir()):
+        m = pattern.fullmatch(stale.name)
+        if not m or (_alive(int(m.group(2))) and int(m.group(2)) != os.getpid()):
+            continue  # not ours, or a render still running
+        if m.group(1) == "old" and not out_dir.exists():
+            os.rename(stale, out_dir)
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def generation(out_dir: Path):
+    """One render is one transaction: every file of a report (Markdown, HTML, summary, estimates.json,
+    charts) is written into a staging folder beside out_dir, which then takes out_dir's place in one
+    step. A render killed at any point leaves the previous generation whole (or, before the first
+    render, nothing); readers never see a new report.md beside an old estimates.json."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _recover(out_dir)
+    stage = out_dir.parent / f".{out_dir.name}.new-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    try:
+        yield stage
+        if not out_dir.exists():
+            os.rename(stage, out_dir)
+        elif _exchange(stage, out_dir):
+            shutil.rmtree(stage, ignore_errors=True)  # now the previous generation
+        else:  # two renames; a kill between them is undone by the next render (_recover)
+            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+            os.rename(out_dir, old)
+            os.rename(stage, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
+    """Write report.md, report.html, summary.md, estimates.json and the charts into out_dir as one
+    generation; returns the paths of report.md and report.html."""
+    out_dir = Path(out_dir)
+    with generation(out_dir) as stage:
+        _render_run(report, stage)
+    return out_dir / "report.md", out_dir / "report.html"
+
+
+def _render_run(report: RunReport, out_dir: Path) -> None:
     draw_charts(report, out_dir)
     data_uris = {k: "data:image/png;base64," + base64.b64encode((out_dir / c.filename).read_bytes()).decode()
                  for k, c in report.charts.items()}
@@ -125,7 +195,6 @@ def render(report: RunReport, out_dir: Path) -> tuple[Path, Path]:
     write_atomic(html_path, html)
     write_atomic(out_dir / "summary.md", env.get_template("summary.md.j2").render(r=report))
     write_atomic(out_dir / "estimates.json", estimates_json(report))
-    return md_path, html_path
 
 
 def estimates_json(report: RunReport) -> str:
@@ -158,8 +227,15 @@ def compare_estimates_json(report) -> str:
 
 
 def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
-    """Write the comparison's report.md and report.html (with its forest chart) into out_dir."""
+    """Write the comparison's report.md, report.html, summary.md, estimates.json and charts into out_dir
+    as one generation; returns the paths of report.md and report.html."""
     out_dir = Path(out_dir)
+    with generation(out_dir) as stage:
+        _render_compare(report, stage)
+    return out_dir / "report.md", out_dir / "report.html"
+
+
+def _render_compare(report, out_dir: Path) -> None:
     (out_dir / "assets").mkdir(parents=True, exist_ok=True)
     images = {}
     made = {
@@ -186,4 +262,3 @@ def render_compare(report, out_dir: Path) -> tuple[Path, Path]:
         r=report, images=images, script=SCRIPT, script_hash=SCRIPT_HASH)))
     write_atomic(out_dir / "summary.md", env.get_template("compare_summary.md.j2").render(r=report))
     write_atomic(out_dir / "estimates.json", compare_estimates_json(report))
-    return md_path, html_path

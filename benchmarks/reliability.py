@@ -43,11 +43,12 @@ def main() -> None:
         print(f"  exit {code}: ...{tail}")
     with tempfile.TemporaryDirectory() as tmp:
         got = kill_and_resume(Path(tmp), args.points, args.seed)
-    ok = got["on_disk"] == got["expected"] and not got["extra"] and not got["unreadable"]
+    ok = got["on_disk"] == got["expected"] and not got["extra"] and not got["unreadable"] and not got["left_in_tmp"]
     print(f"kill -9 at {args.points} random points, then the same command: "
           f"{'resumed' if ok else 'FAILED'}; {got['expected']} cells expected, {got['on_disk']} on disk, "
           f"{got['expected'] - got['on_disk']} lost, {got['extra']} extra, {got['unreadable']} unreadable, "
-          f"{got['measured_twice']} measured again (killed after the measurement, before the row was written)")
+          f"{got['measured_twice']} measured again (killed after the measurement, before the row was written), "
+          f"{len(got['left_in_tmp'])} entries left in TMPDIR {got['left_in_tmp'][:5]}")
     sys.exit(0 if ok and sig_ok else 1)
 
 

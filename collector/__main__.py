@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from collector import executors, models, shard  # noqa: E402
+from collector import executors, models, scratch, shard  # noqa: E402
 from collector import matrix as mx  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
 from collector.executors import dry_run, parse_gpus, probe_env, split_python, target_labels  # noqa: E402,F401
@@ -149,12 +149,19 @@ def main(argv: list[str] | None = None) -> int:
             slurm={"partition": args.slurm_partition, "account": args.slurm_account,
                    "constraint": args.slurm_constraint, "time_min": args.slurm_time,
                    "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed})
-        return executors.EXECUTORS[args.executor]().execute(req)
+        if args.executor != "local":  # SLURM tasks inherit the submitter's environment: no TMPDIR of ours
+            return executors.EXECUTORS[args.executor]().execute(req)
+        with scratch.session():  # every temporary file of this collect, removed at exit (swept after a kill)
+            return executors.EXECUTORS[args.executor]().execute(req)
     except (mx.MatrixError, shard.ShardError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except OSError as exc:  # any other write that failed (a full or read-only disk): one line, exit 3
+        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}; cells saved before this "
+              "are complete, and the same command resumes", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         if not REPORTED.is_set():

@@ -9,6 +9,7 @@ carried over, only new files are read. No torch here.
 from __future__ import annotations
 
 import json
+import stat
 import os
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def read_index(run_dir: Path) -> dict[str, list[int]]:
     """{cell file name: [size, mtime_ns]} of the files held by the compact file ({} if none)."""
     path = Path(run_dir) / COMPACT
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read
+            return {}
         meta = pq.read_schema(path).metadata or {}
         return json.loads(meta.get(META_KEY, b"{}"))
     except (OSError, ValueError, pa.ArrowException):
@@ -39,7 +42,7 @@ def read_index(run_dir: Path) -> dict[str, list[int]]:
 def compact_run(run_dir: Path) -> int:
     """Rewrite run_dir/compact.parquet to hold every valid cell file; returns the row count."""
     run_dir = Path(run_dir)
-    files = {p.name: p for p in sorted((run_dir / "cells").glob("*.parquet"))}
+    files = {p.name: p for p in sorted((run_dir / "cells").glob("*.parquet")) if p.is_file()}
     old_index = read_index(run_dir)
     current = {name: fingerprint(p) for name, p in files.items()}
     keep = {n for n, fp in old_index.items() if current.get(n) == fp}

@@ -19,6 +19,19 @@ CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # mo
 # processes "disagree" when their speedups span more than 5% (max / min - 1)
 DISAGREE = 0.05
 
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, compile_scope: str,
+               dynamic: str | None = "auto") -> str:
+    """A cell's file-name-safe identity from its key (collector.matrix.Cell.cell_id; the analysis checks
+    that a row's cell_id is the one its key gives, so a relabelled copy cannot count a cell twice)."""
+    parts = [model, phase, dtype, f"bs{batch_size}", mode, compile_scope]
+    if dynamic not in (None, "auto"):
+        parts.append(f"dyn-{dynamic}")
+    return "__".join(_SAFE.sub("-", str(p)) for p in parts)
+
+
 LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
 
 

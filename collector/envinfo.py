@@ -19,8 +19,12 @@ def probe_in(python: str, device: str) -> dict:
     the child's last words if it fails."""
     import subprocess
 
+    from collector.zygote import die_with_parent
+
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=root, capture_output=True, text=True)
+    # the probe dies with the collector (a kill -9 of the collector left it running for seconds)
+    proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=root, capture_output=True, text=True,
+                          preexec_fn=die_with_parent)
     if proc.returncode != 0:
         raise RuntimeError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
     return json.loads(proc.stdout)

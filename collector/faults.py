@@ -38,11 +38,13 @@ def fake_python(tmp_path: Path) -> str:
 def kill_and_resume(tmp_path: Path, points: int, seed: int = 0) -> dict:
     """Start the collector, SIGKILL it at a random moment, `points` times; then let it finish.
 
-    Returns counts: cells expected, cells on disk, cells measured more than once, unreadable files.
+    Returns counts: cells expected, cells on disk, cells measured more than once, unreadable files,
+    and what was left in the collectors' own temporary folder (TMPDIR) after the last one finished.
     """
     rng = random.Random(seed)
-    out, ledger = tmp_path / "runs", tmp_path / "ledger.txt"
-    env = dict(os.environ, FAKE_CELL_LEDGER=str(ledger), PYTHONPATH=str(ROOT))
+    out, ledger, tmp = tmp_path / "runs", tmp_path / "ledger.txt", tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, FAKE_CELL_LEDGER=str(ledger), PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
     cmd = [sys.executable, "-m", "collector", *MATRIX, "--out", str(out), "--run-id", "k",
            "--python", fake_python(tmp_path)]
     for _ in range(points):
@@ -63,7 +65,8 @@ def kill_and_resume(tmp_path: Path, points: int, seed: int = 0) -> dict:
     finished = collections.Counter(ledger.read_text().split()) if ledger.exists() else collections.Counter()
     return {"expected": len(expected), "on_disk": len({f.stem for f in files} & expected),
             "extra": len({f.stem for f in files} - expected), "unreadable": unreadable,
-            "measured_twice": sum(1 for n in finished.values() if n > 1)}
+            "measured_twice": sum(1 for n in finished.values() if n > 1),
+            "left_in_tmp": sorted(p.name for p in tmp.iterdir())}
 
 
 def signal_and_resume(tmp_path: Path, points: int, seed: int = 0) -> dict:

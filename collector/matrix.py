@@ -5,7 +5,6 @@ process is started or any file is written.
 """
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from itertools import product
@@ -75,7 +74,6 @@ SETTINGS = (
 PROTOCOL = {s.name: (s.kind, s.lo, s.hi) for s in SETTINGS}
 TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
 MAX_BATCH = 1 << 16
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class MatrixError(ValueError):
@@ -98,10 +96,8 @@ class Cell:
     def cell_id(self) -> str:
         """File-name-safe identity, stable across runs (used to resume and to pair runs); cells with
         the default dynamic-shape behaviour keep the id they had before that axis existed."""
-        parts = [self.model, self.phase, self.dtype, f"bs{self.batch_size}", self.mode, self.compile_scope]
-        if self.dynamic != "auto":
-            parts.append(f"dyn-{self.dynamic}")
-        return "__".join(_SAFE.sub("-", p) for p in parts)
+        return contract.cell_id_of(self.model, self.phase, self.dtype, self.batch_size, self.mode,
+                                   self.compile_scope, self.dynamic)
 
     def label(self) -> str:
         dyn = "" if self.dynamic == "auto" else f" dynamic={self.dynamic}"

@@ -221,10 +221,14 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     except OSError as exc:
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     stack.enter_context(run_lock(run_dir))
-    store.sweep_temporaries()
-    manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
-    manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
-    saved = store.set_aside_bad(out)
+    try:
+        store.sweep_temporaries()
+        manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
+        manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
+        saved = store.set_aside_bad(out)
+    except OSError as exc:  # a disk that filled up or turned read-only before the first cell
+        raise RunError(f"cannot write {exc.filename or run_dir}: {exc.strerror or exc}; nothing was measured "
+                       "in this session, and the run's saved cells are untouched") from None
     todo = left_to_measure(t.matrix.cells, saved, retry_failed)
     return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
 

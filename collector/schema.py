@@ -6,6 +6,7 @@ derived later, in analysis/. Bump SCHEMA_VERSION on any incompatible change.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -151,6 +152,8 @@ def read_saved(path: Path) -> tuple[str | None, str | None]:
     truncated, not one row, or the row of another cell. Reads the footer and two short columns."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read; a folder is no row
+            return "not a regular file", None
         table = pq.read_table(path, columns=["cell_id", "status"])
     except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
         return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", None
@@ -168,8 +171,5 @@ def check_cell_file(path: Path) -> str | None:
 
 
 def read_status(path: Path) -> str | None:
-    """The status saved in a cell file (None if it cannot be read)."""
-    try:
-        return pq.read_table(path, columns=["status"]).column("status")[0].as_py()
-    except Exception:
-        return None
+    """The status saved in a cell file (None if it cannot be read or is not a regular file)."""
+    return read_saved(path)[1]

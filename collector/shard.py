@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -53,6 +54,17 @@ def run_id_for(run_id: str, k: int, n: int) -> str:
 MUST_MATCH = ENV_MUST_MATCH  # the environment fields every shard must share (as a resumed run)
 
 
+def _copy_atomic(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copy2(src, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.stdout) -> dict:
     """Copy the cell files of `shards` (run folders) into run folder `into`. Returns counts."""
     into, shards = Path(into), [Path(s) for s in shards]
@@ -76,7 +88,7 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
     seen: dict[str, Path] = {}
     existing = into / "cells"
     if existing.is_dir():
-        seen = {p.stem: p for p in existing.glob("*.parquet")}
+        seen = {p.stem: p for p in existing.glob("*.parquet") if p.is_file()}
     plan, same = [], 0
     for s in shards:
         for f in sorted((s / "cells").glob("*.parquet")):
@@ -92,8 +104,8 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
             seen[f.stem] = f
             plan.append(f)
     existing.mkdir(parents=True, exist_ok=True)
-    for f in plan:
-        shutil.copy2(f, existing / f.name)
+    for f in plan:  # under a private name, then renamed: a full disk never leaves half a cell file
+        _copy_atomic(f, existing / f.name)
     manifest = dict(manifests[0])
     manifest["run_id"] = into.name
     manifest["sessions"] = [dict(x, shard=s.name) for s, m in zip(shards, manifests) for x in m.get("sessions", [])]
@@ -120,6 +132,10 @@ def main(argv=None) -> int:
     except ShardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full or read-only disk: what was copied is whole, the rest can follow
+        print(f"error: cannot write the merged run: {exc.strerror or exc} ({exc.filename or args.into}); "
+              "cell files already copied are complete, and the same command resumes", file=sys.stderr)
+        return 3
     return 0
 
 

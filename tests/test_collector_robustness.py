@@ -1,12 +1,15 @@
 """The collector against bad input and real faults: clear messages instead of tracebacks, one
 status for one fault, capped logs, resume that re-measures a broken cell file, a full or
 read-only disk, a stop that arrives while the session's files are finished (docs/reliability.md)."""
+import contextlib
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -258,3 +261,90 @@ def test_a_finished_run_says_how_to_measure_again_and_the_summary_keeps_full_ids
     collect(m, ENV, tmp_path, "r", OkLauncher(), out=again)
     assert "nothing to measure" in again.getvalue() and "RUN=<new id>" in again.getvalue()
     assert "RETRY=1" in again.getvalue()
+
+
+def _fill(folder):
+    """Fill a (small) file system to the last byte."""
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        with contextlib.suppress(OSError):
+            while True:
+                fh.write(b"\0" * 4096)
+
+
+def test_a_disk_already_full_at_the_start_is_one_message_and_exit_3(tmp_path):
+    with _tmpfs(tmp_path / "full0", "size=128k") as out:
+        (out / "d" / "cells").mkdir(parents=True)  # a run folder (and its probe) fit; run.json does not
+        _fill(out)
+        done = _fake_run(tmp_path, out)
+        text = done.stdout + done.stderr
+        assert done.returncode == 3, text
+        assert "No space left on device" in text and "Traceback" not in text
+        assert not list(out.rglob(".*.tmp")) and not list((out / "d" / "cells").iterdir())
+
+
+def _shards(root, fixture):
+    """The fixture run split into two shard run folders (cells alternating)."""
+    cells = sorted((fixture / "fixture-small" / "cells").glob("*.parquet"))
+    for i, name in enumerate(("s1", "s2")):
+        (root / name / "cells").mkdir(parents=True)
+        shutil.copy(fixture / "fixture-small" / "run.json", root / name / "run.json")
+        for f in cells[i::2]:
+            shutil.copy(f, root / name / "cells" / f.name)
+    return [root / "s1", root / "s2"], len(cells)
+
+
+def test_a_merge_onto_a_full_disk_leaves_no_half_file_and_resumes_once_there_is_room(tmp_path):
+    shards, n = _shards(tmp_path, ROOT / "tests" / "fixtures" / "small")
+    merge = [sys.executable, "-m", "collector.shard", "merge", "--into"]
+    with _tmpfs(tmp_path / "m", "size=64k") as disk:
+        done = subprocess.run([*merge, str(disk / "all"), *map(str, shards)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "No space left on device" in done.stderr and "the same command resumes" in done.stderr
+        assert "Traceback" not in done.stderr
+        copied = list((disk / "all" / "cells").iterdir())
+        assert 0 < len(copied) < n and all(pq.read_table(f).num_rows == 1 for f in copied)  # whole files only
+        subprocess.run(["mount", "-o", "remount,size=1m", str(disk)], check=True)  # room again
+        done = subprocess.run([*merge, str(disk / "all"), *map(str, shards)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{n - len(copied)} cell file(s) copied, {len(copied)} duplicate(s)" in done.stdout
+        assert len(list((disk / "all" / "cells").glob("*.parquet"))) == n
+
+
+def test_a_fifo_among_the_cells_is_measured_again_not_waited_on(tmp_path):
+    out = tmp_path / "o"
+    (out / "d" / "cells").mkdir(parents=True)
+    os.mkfifo(out / "d" / "cells" / "mlp__infer__float32__bs8__default__model.parquet")
+    done = _fake_run(tmp_path, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not a regular file" in done.stdout + done.stderr
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = next(line for line in open(f"/proc/{pid}/status") if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        return True
+    return "Z" in state.split()[1]  # a zombie has ended; only its parent's wait is missing
+
+
+def test_the_environment_probe_dies_with_a_killed_collector(tmp_path):
+    slow = tmp_path / "slow-python"
+    pidfile = tmp_path / "probe.pid"
+    slow.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    slow.chmod(0o755)
+    parent = subprocess.Popen([sys.executable, "-c", f"from collector.envinfo import probe_in; probe_in({str(slow)!r}, 'cpu')"],
+                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    probe = int(pidfile.read_text())
+    parent.kill()
+    parent.wait()
+    for _ in range(40):
+        if _gone(probe):
+            break
+        time.sleep(0.05)
+    assert _gone(probe), "the probe outlived the collector"

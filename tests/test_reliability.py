@@ -26,6 +26,8 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path):
     assert got["extra"] == 0 and got["unreadable"] == 0
     # only a cell whose measurement ended but whose row was not yet written is measured again
     assert got["measured_twice"] <= 5
+    # the killed collectors' scratch folders were swept by the next start and the last removed its own
+    assert got["left_in_tmp"] == []
 
 
 def test_full_disk_at_the_write_is_a_clear_error_and_leaves_no_file(tmp_path, monkeypatch):

@@ -3,8 +3,13 @@ read, reports never leave their folder, copies and empty files are named, a full
 output folder is one message and exit 3 (docs/reliability.md)."""
 import contextlib
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -156,3 +161,119 @@ def test_full_output_disk_is_one_message_exit_3_and_no_half_report(fixture_copy,
 def test_shipped_examples_pass_every_check():
     loaded, n = _count(ROOT / "data" / "examples")
     assert loaded.skipped == [] and n > 100
+
+
+# --- outputs as one generation; files that are not what they seem (docs/reliability.md) --------------
+
+def _generation(out):
+    """The status line ("N cells: ...") each output file of a run's report carries."""
+    d = out / RUN
+    line = re.compile(r"\d+ cells: [^·<\n]*?(?= ·|<|\n|$)")
+    return {"report.md": line.search((d / "report.md").read_text()).group(0),
+            "report.html": line.search((d / "report.html").read_text()).group(0),
+            "summary.md": line.search((d / "summary.md").read_text()).group(0),
+            "estimates.json": json.loads((d / "estimates.json").read_text())["status"]}
+
+
+def test_a_render_that_fails_midway_leaves_the_previous_generation_whole(fixture_copy, tmp_path, monkeypatch):
+    """Every output of a report is written into a staging folder that replaces the old one in one step:
+    a render stopped after report.md (an error here; a kill in the benchmark) changes nothing."""
+    out = tmp_path / "out"
+    assert _report(fixture_copy, out) == 0
+    before = {p.name: p.read_bytes() for p in (out / RUN).iterdir() if p.is_file()}
+    _cells(fixture_copy)[0].unlink()  # the next generation has one cell fewer
+    from analysis import render as render_mod
+    real, calls = render_mod.write_atomic, []
+
+    def failing(path, text):
+        calls.append(path.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("stopped between files")
+        real(path, text)
+
+    monkeypatch.setattr(render_mod, "write_atomic", failing)
+    with pytest.raises(KeyboardInterrupt):
+        _report(fixture_copy, out)
+    assert calls[:2] == ["report.md", "report.html"]  # two new files were written, into the staging folder
+    assert {p.name: p.read_bytes() for p in (out / RUN).iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in out.iterdir()) == [RUN]  # no staging folder left behind
+    monkeypatch.setattr(render_mod, "write_atomic", real)
+    assert _report(fixture_copy, out) == 0
+    gen = _generation(out)
+    assert gen["estimates.json"].startswith(f"{len(_cells(fixture_copy))} cells") and len(set(gen.values())) == 1, gen
+
+
+def _kill_when_writing(cmd, out):
+    """Start a render and SIGKILL it the moment its first output file is written (in place, or in a
+    staging folder beside it): the moment a render that writes file by file is half done."""
+    first = out / RUN / "report.md"
+    before = first.stat().st_mtime_ns
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while proc.poll() is None:
+        staged = list(out.glob(f".{RUN}.new-*/report.md"))
+        if staged or first.stat().st_mtime_ns != before:
+            proc.kill()
+            break
+        time.sleep(0.001)
+    proc.wait()
+    return proc.returncode
+
+
+def test_killed_renders_never_leave_mixed_generations(fixture_copy, tmp_path):
+    """SIGKILL right after a render wrote its first output (benchmarks/render_kill.py does it 20 times at
+    random moments): every time, the four outputs describe one and the same set of cells, and the
+    next render cleans up what the killed one staged."""
+    out = tmp_path / "out"
+    assert _report(fixture_copy, out) == 0
+    cmd = [sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out", str(out), "--reps", "50"]
+    for _ in range(3):
+        _cells(fixture_copy)[0].unlink()  # each render would change the cell count
+        assert _kill_when_writing(cmd, out) == -9
+        gen = _generation(out)
+        assert len(set(gen.values())) == 1, gen
+    assert _report(fixture_copy, out) == 0 and sorted(p.name for p in out.iterdir()) == [RUN]
+    assert _generation(out)["estimates.json"].startswith("4 cells")
+
+
+def test_a_fifo_named_like_a_cell_file_is_skipped_by_name_not_waited_on(fixture_copy, tmp_path):
+    os.mkfifo(fixture_copy / RUN / "cells" / "zz__infer__float32__bs1__default__model.parquet")
+    done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out", str(tmp_path / "o"),
+                           "--reps", "50"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "zz__infer__float32__bs1__default__model.parquet: not a regular file (a FIFO): left out" in done.stderr
+    assert _count(fixture_copy)[1] == 7
+
+
+def test_a_planted_scratch_file_is_not_trusted(fixture_copy, tmp_path):
+    """The zero-row schema file the loader needs is its own, in a private folder removed at exit; a
+    zero-byte file planted where older versions kept it changes nothing."""
+    import hashlib
+    import tempfile
+
+    from collector.schema import SCHEMA, SCHEMA_VERSION
+    digest = hashlib.sha1(str(SCHEMA).encode()).hexdigest()[:12]
+    planted = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}-{digest}.parquet"
+    planted.write_bytes(b"")
+    try:
+        before = set(Path(tempfile.gettempdir()).glob("tcb-report-*"))
+        done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out",
+                               str(tmp_path / "o"), "--reps", "50"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert set(Path(tempfile.gettempdir()).glob("tcb-report-*")) == before  # its own folder is gone
+    finally:
+        planted.unlink()
+
+
+def test_a_relabelled_copy_of_a_cell_is_named_not_counted_twice(fixture_copy):
+    """A copy renamed to another cell's id, with its cell_id column changed to match: its key (model,
+    phase, dtype, batch size, mode, scope) is still the first cell's, already counted: left out, named."""
+    src = _cells(fixture_copy)[0]
+    other = "resnet18__infer__amp_bf16__bs64__default__model"
+    dst = src.with_name(f"{other}.parquet")
+    shutil.copy(src, dst)
+    _rewrite(dst, cell_id=other)
+    loaded, n = _count(fixture_copy)
+    assert n == 7
+    (f, why), = [s for s in loaded.skipped if s[0].endswith(dst.name)]
+    assert f"names cell {other!r} but its key" in why and f"that of {src.stem!r}, already counted" in why

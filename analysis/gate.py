@@ -1,0 +1,103 @@
+"""A release gate on a comparison: exit non-zero when a called regression exceeds a bound.
+
+    python -m analysis gate --baseline A --candidate B --max-regression 5%
+    make gate BASELINE=A CANDIDATE=B MAX_REGRESSION=5%
+
+Builds the comparison of B against A exactly as the report does (the same estimates, intervals and
+calls, docs/comparison.md "Every quantity, called on its own") and fails on every change that is
+*called* a regression (its 95% interval excludes no change and it is at least the minimum effect) and
+whose point estimate is worse than the bound: a compiled or eager step time, a cold or warm first call
+or a peak memory more than the bound higher, or a speedup more than the bound lower. Changes that are
+not called (within the noise, launch-bound sides, one-sample quantities inside their A/A spread) never
+fail the gate, whatever their point estimate. Exit codes: 0 pass, 1 a regression beyond the bound
+(named, one line each), 2 bad input (unknown run, bad bound), 3 unreadable data.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis import estimates as est
+
+HIGHER_IS_BETTER = {"speedup"}
+
+
+def parse_bound(text: str) -> float:
+    """'5%', '5' or '0.05' -> 0.05."""
+    raw = text.strip()
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        raise ValueError(f"--max-regression takes a percentage such as 5% (got {text!r})") from None
+    if raw.endswith("%") or value >= 1:
+        value /= 100
+    if not 0 <= value < 10:
+        raise ValueError(f"--max-regression must be from 0% up (got {text!r})")
+    return value
+
+
+def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None) -> list[dict]:
+    """The called regressions whose change is worse than `bound` (a fraction), worst first."""
+    out = []
+    for c in changes:
+        if c.get("call") != est.REGRESSED or (quantities and c["quantity"] not in quantities):
+            continue
+        ratio = c["ratio"]
+        worse = (1 - ratio) if c["quantity"] in HIGHER_IS_BETTER else (ratio - 1)
+        if worse > bound:
+            out.append({**c, "worse": worse})
+    return sorted(out, key=lambda c: -c["worse"])
+
+
+def main(argv: list[str]) -> int:
+    from analysis.compare import build_compare_report
+    from analysis.load import DataError, discover_runs, load
+    from analysis.context import prepare
+
+    p = argparse.ArgumentParser(prog="python -m analysis gate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
+    p.add_argument("--baseline", required=True, help="the baseline run id (A)")
+    p.add_argument("--candidate", required=True, help="the candidate run id (B)")
+    p.add_argument("--max-regression", default="5%", help="fail on a called regression worse than this (default 5%%)")
+    p.add_argument("--quantities", default=",".join(est.QUANTITIES),
+                   help=f"which quantities gate (default all: {','.join(est.QUANTITIES)})")
+    p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
+    p.add_argument("--reps", type=int, default=1000, help="bootstrap replicates where a cell has one process")
+    args = p.parse_args(argv)
+    from pathlib import Path
+
+    try:
+        bound = parse_bound(args.max_regression)
+        quantities = {q.strip() for q in args.quantities.split(",") if q.strip()}
+        unknown = quantities - set(est.QUANTITIES)
+        if unknown:
+            raise ValueError(f"unknown quantit(y/ies) {', '.join(sorted(unknown))}; valid: {', '.join(est.QUANTITIES)}")
+        roots = [Path(d) for d in (args.data or ["data"])]
+        runs = {r.run_id: r for d in roots for r in discover_runs(d)}
+        missing = [x for x in (args.baseline, args.candidate) if x not in runs]
+        if missing:
+            raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
+        a, b = runs[args.baseline], runs[args.candidate]
+        loaded = load([a, b])
+        prepare(loaded)
+        report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps)
+    except (ValueError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot read the runs: {exc.strerror or exc} ({exc.filename})", file=sys.stderr)
+        return 3
+    changes = report.chart_rows.get("estimates", [])
+    failing = beyond(changes, bound, quantities)
+    called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
+    head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "
+            f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
+            f"{len(failing)} beyond {bound * 100:g}%")
+    if not failing:
+        print(f"{head}: pass")
+        return 0
+    print(f"{head}: FAIL")
+    for c in failing:
+        print(f"  {c['cell']}: {est.QUANTITIES[c['quantity']][0]} {est.pct(c['ratio'])} "
+              f"(95% CI {est.pct(c['lo'])} to {est.pct(c['hi'])}; {c['interval_from']})")
+    return 1

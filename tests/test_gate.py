@@ -1,0 +1,57 @@
+"""The release gate (python -m analysis gate, make gate): fails on a called regression beyond the
+bound, on the committed H200 planted 5% (A/A across interpreters and the planted run), passes the A/A."""
+from __future__ import annotations
+
+import pytest
+
+from analysis import gate
+from analysis.__main__ import main as analysis_main
+from conftest import ROOT
+
+DATA = str(ROOT / "data" / "examples")
+
+
+def run_gate(capsys, *args):
+    code = analysis_main(["gate", "--data", DATA, *args])
+    return code, capsys.readouterr()
+
+
+def test_the_aa_across_interpreters_passes_and_the_planted_5_percent_fails_naming_cells(capsys):
+    code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "2%")
+    assert code == 0 and "0 called regression(s), 0 beyond 2%: pass" in out.out
+    code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venvp5",
+                         "--max-regression", "2%", "--allow-mismatch")
+    assert code == 1 and ": FAIL" in out.out
+    named = [line for line in out.out.splitlines() if line.startswith("  ")]
+    assert any(line.startswith("  moe infer amp_bf16 bs8 reduce-overhead: compiled step time +3.3%") for line in named)
+    # a bound above every planted change passes; one quantity alone can be gated
+    code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venvp5",
+                         "--max-regression", "6%", "--allow-mismatch")
+    assert code == 0
+    code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venvp5",
+                         "--max-regression", "2%", "--allow-mismatch", "--quantities", "memory")
+    assert code == 0 and "0 called regression(s)" in out.out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "nope", "--candidate", "aa-venv-venv"], "unknown run(s) nope"),
+    (["--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "lots"], "a percentage"),
+    (["--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--quantities", "speed"], "valid: compiled"),
+])
+def test_bad_input_is_exit_2_naming_the_problem(capsys, args, message):
+    code, out = run_gate(capsys, *args)
+    assert code == 2 and message in out.err
+
+
+def test_only_called_regressions_count_and_direction_follows_the_quantity():
+    changes = [
+        {"cell_id": "a", "quantity": "compiled", "ratio": 1.10, "call": "regressed"},
+        {"cell_id": "b", "quantity": "speedup", "ratio": 0.90, "call": "regressed"},
+        {"cell_id": "c", "quantity": "compiled", "ratio": 1.30, "call": "not called: launch-bound side"},
+        {"cell_id": "d", "quantity": "memory", "ratio": 1.04, "call": "regressed"},
+        {"cell_id": "e", "quantity": "compiled", "ratio": 0.80, "call": "improved"},
+    ]
+    assert [c["cell_id"] for c in gate.beyond(changes, 0.05)] == ["a", "b"]
+    assert [c["cell_id"] for c in gate.beyond(changes, 0.03)] == ["a", "b", "d"]
+    assert gate.beyond(changes, 0.05, {"memory"}) == []
+    assert gate.parse_bound("5%") == gate.parse_bound("5") == gate.parse_bound("0.05") == 0.05
