@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from analysis import charts
+from collector.contract import pid_alive
 from analysis.context import Chart, RunReport
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report_templates"
@@ -122,23 +123,13 @@ def _exchange(a: Path, b: Path) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _recover(out_dir: Path) -> None:
     """Finish or undo what a killed render of out_dir left: its staging folders go; where only the
     fallback's first rename happened (out_dir moved aside, no new one in place), the old one returns."""
     pattern = re.compile(re.escape(f".{out_dir.name}.") + r"(new|old)-(\d+)")
     for stale in sorted(out_dir.parent.iterdir()):
         m = pattern.fullmatch(stale.name)
-        if not m or (_alive(int(m.group(2))) and int(m.group(2)) != os.getpid()):
+        if not m or (pid_alive(int(m.group(2))) and int(m.group(2)) != os.getpid()):
             continue  # not ours, or a render still running
         if m.group(1) == "old" and not out_dir.exists():
             os.rename(stale, out_dir)

@@ -22,6 +22,20 @@ DISAGREE = 0.05
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this id exists (the temporary folders both sides name by pid are swept
+    only once their process is gone)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, compile_scope: str,
                dynamic: str | None = "auto") -> str:
     """A cell's file-name-safe identity from its key (collector.matrix.Cell.cell_id; the analysis checks

@@ -15,18 +15,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from collector.contract import pid_alive
+
 PREFIX = "tcb-scratch-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sweep(base: Path) -> list[Path]:
@@ -38,7 +30,7 @@ def sweep(base: Path) -> list[Path]:
         return gone
     for p in entries:
         m = _NAME.fullmatch(p.name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
             gone.append(p)
     return gone
