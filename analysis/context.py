@@ -148,6 +148,7 @@ class RunReport:
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
     verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
+    meta: dict = field(default_factory=dict)  # what estimates.json says of the run (torch, device, preset, ...)
 
 
 
@@ -175,6 +176,27 @@ def prepare(loaded: Loaded) -> None:
     loaded.con.execute(sql("cell_stats"))
     loaded.con.execute("CREATE OR REPLACE TABLE verdicts (run_id VARCHAR, cell_id VARCHAR, "
                        "speedup_lo DOUBLE, speedup_hi DOUBLE, verdict VARCHAR)")
+
+
+ERROR_CHARS = 1000  # a failed cell's error in estimates.json: its first characters (the report has the rest)
+
+
+def _estimate_cells(all_rows: list[dict], speed: list[dict]) -> list[dict]:
+    """Every cell of the run for estimates.json, failed ones included (status and error), with the
+    speedup table's figures where the cell has them; numbers are numbers, missing ones null."""
+    by_id = {r["cell_id"]: r for r in speed}
+    out = []
+    for r in all_rows:
+        s = by_id.get(r["cell_id"], {})
+        error = r.get("error") if r.get("status") != "ok" else None
+        out.append({"cell_id": r["cell_id"], "model": r["model"], "phase": r["phase"], "dtype": r["dtype"],
+                    "batch_size": int(r["batch_size"]), "mode": r["mode"], "compile_scope": r["compile_scope"],
+                    "status": r["status"], "error": error[:ERROR_CHARS] if error else None,
+                    "processes": r.get("processes"), "eager_ms": r.get("eager_median_ms"),
+                    "compiled_ms": r.get("compiled_median_ms") if r["mode"] != "eager" else None,
+                    "speedup": s.get("speedup"), "speedup_lo": s.get("speedup_lo"), "speedup_hi": s.get("speedup_hi"),
+                    "verdict": s.get("verdict")})
+    return out
 
 
 def _records(con, name: str, run_id: str) -> list[dict]:
@@ -371,15 +393,12 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         "amortization": amort,
         "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
         "summary": answer.chart_rows,
-        "estimates": [{"cell_id": r["cell_id"], "status": r.get("status"), "speedup": r.get("speedup"),
-                       "speedup_lo": r.get("speedup_lo"), "speedup_hi": r.get("speedup_hi"),
-                       "verdict": r.get("verdict"), "eager_ms": r.get("eager_median_ms"),
-                       "compiled_ms": r.get("compiled_median_ms"), "processes": r.get("processes")}
-                      for r in speed],
+        "estimates": _estimate_cells(all_rows, speed),
     }
+    stamp = None if now else dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
-        generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated_at=now or stamp.strftime("%Y-%m-%d %H:%M UTC"),
         description=description, device_line=device_line, status_line=status_line,
         noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=loaded.skipped_in(run),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
@@ -387,4 +406,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
         efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows,
-        reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer)
+        reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer,
+        meta={"torch_version": env.get("torch_version"), "device": env.get("device"),
+              "device_name": env.get("device_name"), "preset": run.manifest.get("preset"),
+              "processes": int(proto.get("processes") or 1), "status_counts": {s: int(n) for s, n in counts},
+              "generated_at_iso": stamp.strftime("%Y-%m-%dT%H:%M:%SZ") if stamp else None})

@@ -188,17 +188,33 @@ def _render_run(report: RunReport, out_dir: Path) -> None:
     write_atomic(out_dir / "estimates.json", estimates_json(report))
 
 
+RUN_ESTIMATES_VERSION = 1  # analysis/schemas/run-estimates.schema.json
+
+
 def estimates_json(report: RunReport) -> str:
-    """The verdict and every cell's estimate, machine-readable (for CI gates): the same numbers
-    the report prints, in one place."""
+    """The verdict, its groups and every cell (failed ones with status and error), machine-readable
+    for CI gates: numbers as numbers (units in the names), null where missing. The contract is
+    analysis/schemas/run-estimates.schema.json; docs/report.md describes it."""
     import json
 
-    cells = [{k: (None if isinstance(v, float) and v != v else v) for k, v in c.items()}
-             for c in report.chart_rows.get("estimates", [])]
-    data = {"run_id": report.run_id, "generated_at": report.generated_at, "status": report.status_line,
-            "verdict": report.verdict.sentence, "caveats": report.verdict.caveats,
-            "groups": [row.__dict__ for row in report.verdict.rows], "cells": cells}
-    return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
+    def clean(v):
+        if isinstance(v, float):
+            return None if v != v else v
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+
+    meta = dict(report.meta)
+    data = {"schema_version": RUN_ESTIMATES_VERSION, "kind": "run", "run_id": report.run_id,
+            "generated_at": meta.pop("generated_at_iso", None) or report.generated_at,
+            "run": {k: meta.get(k) for k in ("torch_version", "device", "device_name", "preset", "processes")},
+            "status": report.status_line, "status_counts": meta.get("status_counts", {}),
+            "min_effect": float(report.min_effect.rstrip("%")) / 100, "verdict": report.verdict.sentence,
+            "caveats": report.verdict.caveats,
+            "groups": [row.numbers for row in report.verdict.rows], "cells": report.chart_rows.get("estimates", [])}
+    return json.dumps(clean(data), indent=1, sort_keys=True, default=str) + "\n"
 
 
 COMPARE_ESTIMATES_VERSION = 1

@@ -26,6 +26,7 @@ class VerdictRow:
     pays_off: str  # "after ~310 steps (median of 13 cells, cold compile)"
     pools: str  # "models: mlp, resnet50; dtypes: amp_bf16; batch 1-128"
     css: str  # faster / slower / unclear
+    numbers: dict = field(default_factory=dict, compare=False)  # the same, machine-readable (estimates.json)
 
 
 @dataclass
@@ -88,8 +89,17 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
         pays = f"~{statistics.median(steps):,.0f} steps ({len(steps)} cell(s))" if steps else "-"
         pools = (f"{len({r['model'] for r in rows})} model(s); dtypes {', '.join(sorted({r['dtype'] for r in rows}))}; "
                  f"batch {_span(int(r['batch_size']) for r in rows)}")
+        numbers = {"phase": key[0], "mode": key[1], "cells": len(rows), "speedup": g,
+                   "speedup_lo": None if stats.missing(lo) else lo, "speedup_hi": None if stats.missing(hi) else hi,
+                   "call": {"unclear": "no meaningful difference"}.get(css, css),
+                   "cells_faster": counted["faster"], "cells_slower": counted["slower"],
+                   "cells_unclear": counted["no clear difference"],
+                   "pays_off_steps": float(statistics.median(steps)) if steps else None, "pays_off_cells": len(steps),
+                   "models": sorted({r["model"] for r in rows}), "dtypes": sorted({r["dtype"] for r in rows}),
+                   "batch_sizes": sorted({int(r["batch_size"]) for r in rows})}
         v.rows.append(VerdictRow(PHASE.get(key[0], key[0]), key[1], len(rows), words,
-                                 "-" if stats.missing(lo) else f"{lo:.2f}x-{hi:.2f}x", counts, pays, pools, css))
+                                 "-" if stats.missing(lo) else f"{lo:.2f}x-{hi:.2f}x", counts, pays, pools, css,
+                                 numbers))
         judged.append((f"{PHASE.get(key[0], key[0])} {key[1]}", g, css))
     slower_cells = sorted((r for r in ok if r.get("verdict") == "slower"), key=lambda r: r["speedup"])
     parts = []

@@ -1,0 +1,52 @@
+"""estimates.json as a contract: every published one validates against its schema
+(analysis/schemas/), a fresh render of a run with a failed cell does too and lists that cell with its
+status and error, and the checker catches what breaks the contract."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from analysis.__main__ import main as analysis_main
+from analysis.schema_check import SCHEMAS, check_file, errors
+from conftest import ROOT
+
+PUBLISHED = sorted((ROOT / "docs" / "examples").glob("*/estimates.json"))
+RUN_SCHEMA = json.loads((SCHEMAS / "run-estimates.schema.json").read_text())
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=[p.parent.name for p in PUBLISHED])
+def test_every_published_estimates_file_validates(path):
+    assert check_file(path) == []
+
+
+def test_a_fresh_run_render_lists_every_cell_with_numbers_and_metadata(fixture_copy, tmp_path):
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path), "--reps", "50"]) == 0
+    path = tmp_path / "fixture-small" / "estimates.json"
+    assert check_file(path) == []
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1 and data["kind"] == "run"
+    assert data["run"]["device"] == "cuda" and data["run"]["processes"] >= 1
+    assert sum(data["status_counts"].values()) == len(data["cells"]) == 7  # the failed cell is there
+    failed = [c for c in data["cells"] if c["status"] != "ok"]
+    assert [c["status"] for c in failed] == ["compile_error"] and failed[0]["error"]
+    assert all(isinstance(g["speedup"], float) and g["call"] in ("faster", "slower", "no meaningful difference")
+               for g in data["groups"])
+
+
+def test_the_checker_names_what_breaks_the_contract(fixture_copy, tmp_path):
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path), "--reps", "50"]) == 0
+    good = json.loads((tmp_path / "fixture-small" / "estimates.json").read_text())
+    assert errors(good, RUN_SCHEMA) == []
+    bad = copy.deepcopy(good)
+    bad["groups"][0]["speedup"] = "1.50x faster"  # a display string where a number belongs
+    del bad["cells"][0]["status"]
+    bad["cells"][1]["extra"] = 1
+    bad["generated_at"] = "2026-12-01 18:00 UTC"
+    found = errors(bad, RUN_SCHEMA)
+    assert any(e.startswith("$.groups[0].speedup: str") for e in found)
+    assert "$.cells[0]: missing 'status'" in found and "$.cells[1]: unexpected 'extra'" in found
+    assert any(e.startswith("$.generated_at:") for e in found)
+    with pytest.raises(ValueError, match="not checked here: oneOf"):
+        errors(1, {"oneOf": []})
