@@ -379,9 +379,16 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         device_line += f", {len(gpus)} GPUs (cells side by side)"
         description = re.sub(r"^One GPU:\s*", "", description)
 
+    failed_modes: dict[str, dict] = {}  # mode -> cells, failed, {status: n}: the verdict names failing modes
+    for r in all_rows:
+        m = failed_modes.setdefault(r["mode"], {"cells": 0, "failed": 0, "statuses": {}})
+        m["cells"] += 1
+        if r["status"] not in ("ok", "accuracy_fail", "skipped"):
+            m["failed"] += 1
+            m["statuses"][r["status"]] = m["statuses"].get(r["status"], 0) + 1
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, len(hosts) > 1 or len(boots) > 1,
-                               len(loaded.skipped_in(run)))
+                               len(loaded.skipped_in(run)), failed_modes)
     # chart inputs
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),

@@ -41,6 +41,16 @@ def md_text(value) -> str:
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def md_code(value, limit: int = 300) -> str:
+    """Text from the data as an inline code span: shown as written when pasted anywhere (no HTML
+    entities, nothing interpreted), one line; the fence is longer than any run of backticks in it."""
+    text = re.sub(r"\s+", " ", str(value)).strip()
+    text = text[:limit] + ("…" if len(text) > limit else "")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=jinja2.select_autoescape(
                                  enabled_extensions=("html.j2",), default=False),
@@ -48,6 +58,7 @@ def _env() -> jinja2.Environment:
                              keep_trailing_newline=True)
     env.filters["mdcell"] = md_cell
     env.filters["mdtext"] = md_text
+    env.filters["mdcode"] = md_code
     return env
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from analysis import stats
 
 PHASE = {"infer": "inference", "train": "training"}
+NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Verdict:
     sentence: str = ""  # one line over everything: where compiling pays, where it does not
     caveats: list[str] = field(default_factory=list)
     chart_rows: list[dict] = field(default_factory=list)  # every ok cell: group, speedup, interval, verdict
+    slower: list[str] = field(default_factory=list)  # every slower-compiled cell, slowest first (summary.md)
 
 
 def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str, str]:
@@ -62,10 +64,13 @@ def _group_label(r: dict) -> tuple[str, str]:
 
 
 def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list, noise: float,
-          min_effect: float, several_machines: bool = False, skipped: int = 0) -> Verdict:
+          min_effect: float, several_machines: bool = False, skipped: int = 0,
+          failed_modes: dict | None = None) -> Verdict:
     """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
     batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
-    cell's bootstrap/t replicates of its speedup; `breakeven`: cell_id -> cold break-even steps."""
+    cell's bootstrap/t replicates of its speedup; `breakeven`: cell_id -> cold break-even steps;
+    `failed_modes`: mode -> {cells, failed, statuses} over every cell of the run (the sentence names
+    each mode with a failed cell)."""
     v = Verdict()
     ok = [r for r in speed if r.get("status") == "ok" and not stats.missing(r.get("speedup"))]
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -122,9 +127,17 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
         parts[0] = "Compiling is " + parts[0]
     if slower_cells:
         named = ", ".join(f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} "
-                          f"({r['speedup']:.2f}x)" for r in slower_cells[:3])
-        more = f" and {len(slower_cells) - 3} more" if len(slower_cells) > 3 else ""
+                          f"({r['speedup']:.2f}x)" for r in slower_cells[:NAMED_SLOWER])
+        more = (f" and {len(slower_cells) - NAMED_SLOWER} more (each marked slower in the speedup table; summary.md "
+                "lists them all)" if len(slower_cells) > NAMED_SLOWER else "")
         parts.append(f"{len(slower_cells)} cell(s) are slower compiled: {named}{more}")
+    v.slower = [f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} ({r['speedup']:.2f}x)"
+                for r in slower_cells]
+    failing = [(m, f) for m, f in (failed_modes or {}).items() if f["failed"]]
+    if failing:
+        parts.append("failed: " + ", ".join(
+            f"{m} in {f['failed']} of {f['cells']} cells ({', '.join(f'{n} {st}' for st, n in sorted(f['statuses'].items()))})"
+            for m, f in sorted(failing, key=lambda t: (-t[1]["failed"], t[0]))))
     if not ok:
         parts.append("No cell has a speedup (no ok cell with a compiled side)")
     v.sentence = ("; ".join(parts) + ".") if parts else ""
@@ -145,7 +158,7 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
         for f in failures:
             by[f.status] = by.get(f.status, 0) + 1
         out.append(f"{len(failures)} cell(s) failed ({', '.join(f'{k} {s}' for s, k in sorted(by.items()))}): "
-                   "not in the speedups; see Failures.")
+                   "not in the speedups; listed under Failures.")
     single = [r for r in speed if r.get("processes") == 1]
     if single:
         out.append(f"{len(single)} of {n} cells were timed in one process: their intervals cover that process's "

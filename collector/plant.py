@@ -34,7 +34,9 @@ def calibrate_plant(median_of, step, wrap, pct: float) -> tuple[float, dict]:
     The planted work costs a fixed amount besides its length (a kernel launch and the wait's own
     clock reads: +0.011 ms a step on the H200, 0.8 points of a 10% plant), so the added time is
     fitted as c + s x d through the two lengths and the delay solved for the target. A fit that
-    makes no sense (noise larger than the plant: s outside 0.5-2) plants the target as it is."""
+    makes no sense (noise larger than the plant: s outside 0.5-2), or whose fixed cost leaves less
+    than half the target to plant (a loaded host: it once solved to zero and planted nothing),
+    plants the target as it is: never less than asked, the fixed cost on top, said in the log."""
     median_of(step)
     base = [median_of(step)]
     target = base[0] * pct / 100
@@ -48,7 +50,11 @@ def calibrate_plant(median_of, step, wrap, pct: float) -> tuple[float, dict]:
     if not 0.5 <= slope <= 2.0:
         fit["fallback"] = "slope outside 0.5-2"
         return target, fit
-    return max(0.0, (target - fixed) / slope), fit
+    delay = (target - fixed) / slope
+    if delay < 0.5 * target / slope:  # the fixed cost ate most of the target (a loaded host): the fit
+        fit["fallback"] = "fixed cost above half the target"  # would plant (almost) nothing; never less
+        return target, fit  # than asked: plant the target itself (the fixed cost comes on top)
+    return delay, fit
 
 
 def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,

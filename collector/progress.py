@@ -63,30 +63,59 @@ def outcome_line(row: dict) -> str:
     return ", ".join(parts)
 
 
+def _levels(key: tuple) -> list[tuple]:
+    """From most to least alike: this interpreter's same model, phase and mode; any interpreter's; the
+    same model and phase; the same mode."""
+    ti, model, phase, mode = key
+    return [("exact", ti, model, phase, mode), ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)]
+
+
 class Progress:
-    """Prints one line when a cell starts and one when it ends, with an estimate of what remains."""
+    """Prints one line when a cell starts and one when it ends, with an estimate of what remains.
+
+    With `plan` (per queue position: (interpreter, model, phase, mode)), each cell still to run is
+    estimated from the mean time of the finished cells most like it (_levels), else from the mean of
+    all; without it, every cell counts the mean of all."""
 
     def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
-                 workers: int = 1):
+                 workers: int = 1, plan: list[tuple] | None = None):
         self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
         self.t0 = clock()
         self.durations: list[float] = []
         self.rows: list[dict] = []
+        self.plan = plan
+        self.seen: dict[tuple, list[float]] = {}
+
+    def estimate_left(self, k: int) -> float | None:
+        """Seconds the cells from queue position k on will take (None before any cell finished)."""
+        if not self.durations:
+            return None
+        mean = statistics.fmean(self.durations)
+        if not self.plan:
+            return mean * (self.total - k + 1) / self.workers
+        total = 0.0
+        for key in self.plan[k - 1:]:
+            like = next((self.seen[lv] for lv in _levels(key) if lv in self.seen), None)
+            total += statistics.fmean(like) if like else mean
+        return total / self.workers
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def start(self, k: int, label: str) -> None:
         elapsed = self.clock() - self.t0
-        left = self.total - k + 1
         # cells run `workers` at a time, so the remaining cells take 1/workers of their summed time
-        eta = (f", about {fmt_duration(statistics.fmean(self.durations) * left / self.workers)} left"
-               if self.durations else "")
+        left = self.estimate_left(k)
+        eta = f", about {fmt_duration(left)} left" if left is not None else ""
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
-    def done(self, row: dict, seconds: float, label: str | None = None) -> None:
-        """`label`: name the cell (cells running concurrently finish out of order)."""
+    def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None) -> None:
+        """`label`: name the cell (cells running concurrently finish out of order); `k`: its queue
+        position (what it was like, for the estimate)."""
         self.durations.append(seconds)
+        if self.plan and k is not None:
+            for lv in _levels(self.plan[k - 1]):
+                self.seen.setdefault(lv, []).append(seconds)
         self.rows.append(row)
         self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(seconds)}]")
 

@@ -297,7 +297,8 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         total = len(queue)
         if total >= LARGE_MATRIX:
             print(size_note(total, targets[0].matrix.protocol.processes, len(workers)), file=out, flush=True)
-        progress = Progress(total, out=out, clock=clock, workers=len(workers))
+        plan = [(ti, c.model, c.phase, c.mode) for _, (ti, c) in queue]
+        progress = Progress(total, out=out, clock=clock, workers=len(workers), plan=plan)
         lock = threading.Lock()
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -337,7 +338,7 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "
                                    "fix the cause and run the same command to resume") from None
                 with lock:
-                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None)
+                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None, k=k)
 
         def guarded(worker: Worker, own: list) -> None:
             try:

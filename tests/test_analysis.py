@@ -119,6 +119,12 @@ def test_md_cell_escapes():
     assert md_cell("a|b\nc <b>") == "a\\|b c &lt;b&gt;"
 
 
+def test_md_code_shows_text_as_written_in_a_fence_longer_than_its_backticks():
+    from analysis.render import md_code
+    assert md_code("<b>x</b>\n y") == "`<b>x</b> y`"
+    assert md_code("a `b` c") == "``a `b` c``" and md_code("`x") == "`` `x ``"
+
+
 def test_bad_files_are_skipped_and_named(fixture_copy):
     cells = fixture_copy / "fixture-small" / "cells"
     good = sorted(cells.glob("*.parquet"))

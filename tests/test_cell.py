@@ -367,6 +367,16 @@ def test_plant_calibration_that_noise_defeats_plants_the_target_as_it_is():
     assert delay == pytest.approx(0.4) and "fallback" in fit
 
 
+def test_a_fixed_cost_above_the_target_never_plants_nothing():
+    """Under load the plant's fixed cost (0.97 ms) exceeded a 10% target (0.5 ms of a 5 ms step): the
+    fit solved to a delay of zero and planted nothing. Now the target itself is planted."""
+    def median_of(fn):
+        return 5.0 if fn == "step" else 5.0 + 0.9732 + 1.985 * fn[1]
+
+    delay, fit = cell.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
+    assert delay == pytest.approx(0.5) and fit["fallback"].startswith("fixed cost")
+
+
 def test_host_hygiene_kills_the_compile_workers_instead_of_waiting_for_them(tmp_path):
     """Inductor's pool shutdown waits for its workers (7-12 s a process on the H200 host, where
     they were still starting); the hygiene kills them first. Run in a fresh process: a real pool

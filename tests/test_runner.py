@@ -1,4 +1,5 @@
 """Collector plumbing: scheduling, atomic rows, resume, locks, crashes and timeouts."""
+import io
 import json
 import os
 import signal
@@ -461,6 +462,26 @@ def test_progress_estimate_divides_by_the_workers():
         p.done({"cell_id": "a", "status": "ok"}, 60.0)
         p.start(2, "b")  # 4 cells left at 60 s each
         assert expected in out.getvalue().splitlines()[-1]
+
+
+def test_progress_estimates_each_cell_left_from_the_finished_cells_most_like_it():
+    """A fast cell (10 s) and a slow one (100 s), then four more like the fast one: the estimate is
+    the 40 s they will take, where the mean of all (55 s a cell) would say 220 s; an interpreter's
+    copy of a cell already measured under another counts that one's time."""
+    from collector.progress import Progress
+
+    plan = [(0, "a", "infer", "default"), (0, "b", "train", "default")] + [(0, "a", "infer", "default")] * 4
+    p = Progress(6, out=io.StringIO(), plan=plan)
+    assert p.estimate_left(1) is None
+    p.done({"status": "ok"}, 10.0, k=1)
+    p.done({"status": "ok"}, 100.0, k=2)
+    assert p.estimate_left(3) == pytest.approx(40.0)
+    assert Progress(6, out=io.StringIO()).estimate_left(3) is None
+    q = Progress(4, out=io.StringIO(), plan=[(0, "a", "infer", "default"), (0, "b", "infer", "default"),
+                                             (1, "a", "infer", "default"), (1, "c", "infer", "max-autotune")])
+    q.done({"status": "ok"}, 10.0, k=1)
+    q.done({"status": "ok"}, 30.0, k=2)
+    assert q.estimate_left(3) == pytest.approx(10.0 + 20.0)  # a's copy: 10 s; c: the mean of all, 20 s
 
 
 def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_path, capsys):

@@ -43,3 +43,24 @@ def test_caveats_name_failures_test_runs_one_process_and_disagreeing_cells():
     text = "\n".join(v.caveats)
     assert "TEST RUN" in v.caveats[0] and "1 cell(s) failed (1 crashed)" in text
     assert "1 of 2 cells were timed in one process" in text and "1 of 2 cells have processes that disagree" in text
+
+
+def test_every_failed_mode_is_named_and_slower_cells_beyond_eight_are_counted_not_dropped():
+    cells = [_cell(i, 0.9 - i * 0.01, verdict_="slower") for i in range(10)] + [_cell(10, 2.0)]
+    failed = {"default": {"cells": 11, "failed": 0, "statuses": {}},
+              "aot-inductor": {"cells": 3, "failed": 3, "statuses": {"crashed": 3}},
+              "max-autotune": {"cells": 2, "failed": 1, "statuses": {"oom": 1}}}
+    v = verdict.build(cells, _reps(cells), {}, [], 0.10, 0.02, failed_modes=failed)
+    assert "failed: aot-inductor in 3 of 3 cells (3 crashed), max-autotune in 1 of 2 cells (1 oom)" in v.sentence
+    assert "10 cell(s) are slower compiled" in v.sentence and "and 2 more (each marked slower" in v.sentence
+    assert len(v.slower) == 10 and v.slower[0].startswith("m9 ")  # slowest first, every one kept
+
+
+def test_the_summary_pastes_standalone_with_its_failures(fixture_copy, tmp_path):
+    from analysis.__main__ import main as analysis_main
+
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path), "--reps", "50"]) == 0
+    text = (tmp_path / "fixture-small" / "summary.md").read_text()
+    assert "Failures (1):" in text and ": compile_error: " in text  # the caveat's "listed under Failures" holds
+    assert "beside this file" not in text and "&lt;" not in text and "&gt;" not in text
+    assert "failed: " in text.split("\n\n")[2]  # the verdict sentence names the failing mode
