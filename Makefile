@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
-  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
+  CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT WATCH
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
@@ -50,7 +50,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
   $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
   $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
-REPORT_ARGS = --data data --out reports $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
+REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
@@ -113,7 +113,7 @@ merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS=
 	@test -n "$(RUN)" -a -n "$(SHARDS)" || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }
 	$(PY) -m collector.shard merge --into "$(RUNS)/$(RUN)" $(SHARDS)
 
-report: $(REPORT_DEPS) ## render every run under data/ to reports/<run id>/report.html and report.md
+report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published examples to reports/ (index.html); RUN=, ALL=1
 	$(PY) -m analysis $(REPORT_ARGS)
 
 gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE

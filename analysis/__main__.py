@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import stats
+from analysis import index, stats
 from analysis.context import build_run_report, prepare
 from analysis.load import DataError, discover_runs, load
 from analysis.compare import build_compare_report
@@ -39,6 +39,8 @@ def parse_args(argv):
     p.add_argument("--data", action="append", type=Path,
                    help="folder holding run folders (repeatable; default: data/)")
     p.add_argument("--run", action="append", help="only these run ids (repeatable)")
+    p.add_argument("--all", action="store_true", help="every run under data/, the evidence runs behind the docs "
+                   "included (default without --data or --run: your runs under data/runs/ and the published examples)")
     p.add_argument("--out", type=Path, default=ROOT / "reports", help="reports go to OUT/<run_id>/")
     p.add_argument("--strict", action="store_true", help="fail on any bad input file instead of skipping it")
     p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap replicates per cell")
@@ -73,12 +75,22 @@ def main(argv=None) -> int:
             raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
         if args.baseline:
             args.run = [args.baseline] + args.candidate
+        pub, evidence = None, 0
         if args.run:
             known = {r.run_id for r in runs}
             unknown = [x for x in args.run if x not in known]
             if unknown:
                 raise DataError(f"unknown run(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
             runs = [r for r in runs if r.run_id in args.run]
+        elif not args.data and not args.all:  # a newcomer's `make report`: their runs and the published examples
+            pub = index.published()
+            examples = ROOT / "data" / "examples"
+            chosen = [r for r in runs if not r.path.is_relative_to(examples) or r.run_id in pub.runs]
+            missing = sorted(set(pub.runs) - {r.run_id for r in chosen})
+            if missing:
+                print(f"warning: published example(s) {', '.join(missing)} not found under data/examples/",
+                      file=sys.stderr)
+            evidence, runs = len(runs) - len(chosen), chosen
         loaded = load(runs, strict=args.strict)
         for f, why in loaded.skipped:
             print(f"warning: skipped {f}: {why}", file=sys.stderr)
@@ -94,11 +106,18 @@ def main(argv=None) -> int:
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
             return 0
+        entries: list = []
         for run in runs:
             report = build_run_report(loaded, run, reps=args.reps, noise=args.noise,
                                       min_effect=args.min_effect)
             md, html = render(report, out_dir(args.out, run.run_id))
             print(f"{run.run_id}: {report.status_line}\n  {html}\n  {md}")
+            entries.append(index.Entry(run.run_id, (pub.runs.get(run.run_id) if pub else None)
+                                       or run.manifest.get("description") or "", report.status_line,
+                                       str(run.env.get("device_name") or run.env.get("device") or "?"),
+                                       str(run.env.get("torch_version") or "?")))
+        if pub is not None:
+            print(f"index: {index.write_index(args.out, entries, pub, evidence)}")
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,94 @@
+"""The published examples (data/examples/published.toml) and the index page of a report folder.
+
+`make report` with no run named renders the runs of your own (data/runs/) and the published examples,
+not the evidence runs behind the docs, and writes OUT/index.html and OUT/index.md: every report of
+that invocation with its one-line purpose, status and link, and the published comparisons with the
+command that renders them and their pre-rendered copies under docs/examples/.
+"""
+from __future__ import annotations
+
+import html
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.load import DataError
+from analysis.render import write_atomic
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT / "data" / "examples" / "published.toml"
+
+
+@dataclass(frozen=True)
+class Published:
+    runs: dict[str, str]  # run id -> purpose, in the file's order
+    comparisons: list[tuple[str, list[str], str]]  # (baseline, candidates, purpose)
+
+
+def published(path: Path = PUBLISHED) -> Published:
+    """The published examples; a file that is missing or malformed is a DataError naming it."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+        runs = {r["id"]: r["purpose"] for r in data.get("run", [])}
+        comps = [(c["baseline"], list(c["candidates"]), c["purpose"]) for c in data.get("comparison", [])]
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: cannot read the published examples ({type(exc).__name__}: {exc}); "
+                        "each [[run]] needs id and purpose, each [[comparison]] baseline, candidates and purpose") from None
+    return Published(runs, comps)
+
+
+@dataclass(frozen=True)
+class Entry:
+    run_id: str
+    purpose: str
+    status: str
+    device: str
+    torch: str
+
+
+def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) -> Path:
+    """OUT/index.html (self-contained) and OUT/index.md; returns the HTML path."""
+    out = Path(out)
+    rows_md, rows_html = [], []
+    for e in entries:
+        cells = [e.run_id, e.purpose, e.device, e.torch, e.status]
+        rows_md.append(f"| [{e.run_id}]({e.run_id}/report.md) | " + " | ".join(_md(c) for c in cells[1:]) + " |")
+        rows_html.append(f'<tr><td><a href="{html.escape(e.run_id)}/report.html">{html.escape(e.run_id)}</a></td>'
+                         + "".join(f"<td>{html.escape(c)}</td>" for c in cells[1:]) + "</tr>")
+    comp_md, comp_html = [], []
+    for base, cands, purpose in pub.comparisons:
+        cmd = f'make report BASELINE={base} CANDIDATE="{" ".join(cands)}"'
+        links = []
+        for c in cands:
+            shipped = ROOT / "docs" / "examples" / f"compare-{base}-vs-{c}" / "report.html"
+            if shipped.exists():
+                links.append((c, os.path.relpath(shipped, out)))
+        comp_md.append(f"| {_md(purpose)} | `{cmd}` | " + ", ".join(f"[{c}]({p})" for c, p in links) + " |")
+        comp_html.append(f"<tr><td>{html.escape(purpose)}</td><td><code>{html.escape(cmd)}</code></td><td>"
+                         + ", ".join(f'<a href="{html.escape(p)}">{html.escape(c)}</a>' for c, p in links) + "</td></tr>")
+    note = (f"{evidence} more run(s) under data/examples/ are evidence behind the docs (docs/data.md): "
+            "`make report RUN=<id>` renders one, `make report ALL=1` all.") if evidence else ""
+    md = ["# torch.compile reports", "", "| run | purpose | device | torch | cells |", "|---|---|---|---|---|",
+          *rows_md, ""]
+    if comp_md:
+        md += ["## Published comparisons", "", "| what | render it | shipped copy |", "|---|---|---|", *comp_md, ""]
+    if note:
+        md += [note, ""]
+    write_atomic(out / "index.md", "\n".join(md))
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>torch.compile reports</title>"
+        "<style>body{font:15px/1.45 system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
+        "td,th{border-bottom:1px solid #ddd;padding:.35em .6em;text-align:left;vertical-align:top}"
+        "code{font-size:13px}</style></head><body>\n<h1>torch.compile reports</h1>\n"
+        "<table><tr><th>run</th><th>purpose</th><th>device</th><th>torch</th><th>cells</th></tr>\n"
+        + "\n".join(rows_html) + "\n</table>\n"
+        + ("<h2>Published comparisons</h2>\n<table><tr><th>what</th><th>render it</th><th>shipped copy</th></tr>\n"
+           + "\n".join(comp_html) + "\n</table>\n" if comp_html else "")
+        + (f"<p>{html.escape(note)}</p>\n" if note else "") + "</body></html>\n")
+    write_atomic(out / "index.html", page)
+    return out / "index.html"
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")

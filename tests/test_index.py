@@ -1,0 +1,44 @@
+"""`make report` for a newcomer: the published examples (data/examples/published.toml) and their own
+runs, not the evidence runs; an index page listing each with its purpose; --all for everything."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from analysis import index
+from analysis.__main__ import main as analysis_main
+from analysis.load import DataError
+from conftest import ROOT
+
+
+def test_the_default_report_renders_the_published_examples_and_an_index(tmp_path, capsys):
+    assert analysis_main(["--out", str(tmp_path), "--reps", "50"]) == 0
+    pub = index.published()
+    rendered = {p.name for p in tmp_path.iterdir() if (p / "report.html").exists()}
+    assert set(pub.runs) <= rendered
+    assert not rendered & {"aa-venv-direct", "repeat-cpu-a", "pre-b"}  # evidence runs stay out of the way
+    page = (tmp_path / "index.html").read_text()
+    for run_id, purpose in pub.runs.items():
+        assert f'<a href="{run_id}/report.html">{run_id}</a>' in page and purpose.split("`")[0] in page
+    for base, cands, _ in pub.comparisons:  # each published comparison: its command and its shipped copy
+        assert f"BASELINE={base}" in page
+        for c in cands:
+            link = re.search(rf'href="([^"]*compare-{re.escape(base)}-vs-{re.escape(c)}/report.html)"', page)
+            assert link and (tmp_path / link.group(1)).resolve().exists()
+    md = (tmp_path / "index.md").read_text()
+    assert "more run(s) under data/examples/ are evidence" in md and "make report ALL=1" in md
+
+
+def test_a_malformed_published_list_is_named(tmp_path):
+    bad = tmp_path / "published.toml"
+    bad.write_text("[[run]]\nid = 'x'\n")  # no purpose
+    with pytest.raises(DataError, match=r"published.toml: cannot read the published examples .*purpose"):
+        index.published(bad)
+
+
+def test_every_published_id_exists():
+    pub = index.published()
+    ids = {p.parent.name for p in (ROOT / "data" / "examples").glob("*/run.json")}
+    named = set(pub.runs) | {x for b, cs, _ in pub.comparisons for x in [b, *cs]}
+    assert named <= ids, named - ids
