@@ -8,7 +8,8 @@ SHELL := /bin/bash
 KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
   CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
-  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM ALLOW_MIXED RESUBMIT WATCH
+  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
+  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -49,7 +50,10 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
   $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
-  $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
+  $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) \
+  $(call opt,--slurm-cpus,$(SLURM_CPUS)) $(call opt,--slurm-gpus,$(SLURM_GPUS)) $(call opt,--slurm-mem,$(SLURM_MEM)) \
+  $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(SLURM_EXCLUSIVE),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
+  $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
 REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
@@ -73,6 +77,7 @@ help: ## list the targets
 	@echo "                   CELLS=<pattern>[,<pattern>] (only the cells whose id matches, e.g. 'gpt__*__bs128__*')"
 	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
 	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
+	@echo "                     SLURM_CPUS=<n> SLURM_GPUS=<n> SLURM_MEM=64G SLURM_QOS= SLURM_EXCLUSIVE=1 SLURM_ARGS=\"gres=gpu:h200:1 ...\""
 	@echo "  make collect-status RUN=<id> [RESUBMIT=1] [WATCH=1]   a SLURM run's progress; RESUBMIT=1 queues lost"
 	@echo "                   cells again; WATCH=1 follows it until nothing is queued or running"
 	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
@@ -124,8 +129,8 @@ gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSI
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q tests
 
-test-fast: $(COLLECT_DEPS) ## the suite without the slow end-to-end compile tests
-	$(PY) -m pytest -q -m "not slow" tests
+test-fast: $(COLLECT_DEPS) ## the suite without the slow compile tests, the real-SLURM and the browser tests
+	$(PY) -m pytest -q -m "not slow and not slurm and not browser" tests
 
 bench: $(COLLECT_DEPS) ## harness overhead and 10,000-cell report benchmarks (docs/performance.md)
 	$(PY) benchmarks/harness_overhead.py

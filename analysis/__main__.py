@@ -82,8 +82,8 @@ def main(argv=None) -> int:
             if unknown:
                 raise DataError(f"unknown run(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
             runs = [r for r in runs if r.run_id in args.run]
-        elif not args.data and not args.all:  # a newcomer's `make report`: their runs and the published examples
-            pub = index.published()
+        elif not args.data and not args.all and (pub := index.published()) is not None:
+            # a newcomer's `make report`: their runs and the published examples, not the evidence runs
             examples = ROOT / "data" / "examples"
             chosen = [r for r in runs if not r.path.is_relative_to(examples) or r.run_id in pub.runs]
             missing = sorted(set(pub.runs) - {r.run_id for r in chosen})

@@ -26,8 +26,11 @@ class Published:
     comparisons: list[tuple[str, list[str], str]]  # (baseline, candidates, purpose)
 
 
-def published(path: Path = PUBLISHED) -> Published:
-    """The published examples; a file that is missing or malformed is a DataError naming it."""
+def published(path: Path = PUBLISHED) -> Published | None:
+    """The published examples; None where there is no such file (an installed package, a folder
+    of data without one: every run found is then rendered); a malformed one is a DataError naming it."""
+    if not Path(path).exists():
+        return None
     try:
         data = tomllib.loads(Path(path).read_text())
         runs = {r["id"]: r["purpose"] for r in data.get("run", [])}

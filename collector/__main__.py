@@ -112,6 +112,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="time limit of each cell's task (default 60)")
     p.add_argument("--slurm-parallelism", dest="slurm_parallelism", type=int, default=16,
                    help="array tasks running at once (default 16)")
+    p.add_argument("--slurm-cpus", dest="slurm_cpus", type=int, metavar="N", help="CPUs per task (sbatch --cpus-per-task)")
+    p.add_argument("--slurm-gpus", dest="slurm_gpus", type=int, metavar="N",
+                   help="GPUs per task (default 1 for a CUDA matrix, 0 for a CPU one)")
+    p.add_argument("--slurm-mem", dest="slurm_mem", metavar="MEM", help="memory per node, as sbatch takes it (e.g. 64G)")
+    p.add_argument("--slurm-qos", dest="slurm_qos", metavar="QOS")
+    p.add_argument("--slurm-exclusive", action="store_true", dest="slurm_exclusive",
+                   help="a whole node per task (sbatch --exclusive): no other job beside a timed cell")
+    p.add_argument("--slurm-arg", action="append", dest="slurm_args", default=[], metavar="KEY[=VALUE]",
+                   help="any other sbatch option, repeatable (e.g. gres=gpu:h200:1, reservation=bench; KEY alone: a flag)")
     p.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
                    help="slurm: let nodes whose torch or GPU differs from the run's write their rows")
     p.add_argument("--python", action="append", dest="pythons", metavar="[LABEL=]PATH",
@@ -148,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             plant_on=args.plant_on, dry_run=args.dry_run,
             slurm={"partition": args.slurm_partition, "account": args.slurm_account,
                    "constraint": args.slurm_constraint, "time_min": args.slurm_time,
-                   "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed})
+                   "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed,
+                   "cpus": args.slurm_cpus, "gpus": args.slurm_gpus, "mem": args.slurm_mem, "qos": args.slurm_qos,
+                   "exclusive": args.slurm_exclusive, "args": args.slurm_args})
         if args.executor != "local":  # SLURM tasks inherit the submitter's environment: no TMPDIR of ours
             return executors.EXECUTORS[args.executor]().execute(req)
         with scratch.session():  # every temporary file of this collect, removed at exit (swept after a kill)

@@ -241,10 +241,7 @@ class SlurmExecutor:
         python = req.pythons[0][1]
         env = _submit_env(python, req.device or matrix.device)
         opts = req.slurm
-        settings = slurm.SlurmSettings(partition=opts.get("partition"), account=opts.get("account"),
-                                       constraint=opts.get("constraint"), time_min=opts.get("time_min", 60),
-                                       array_parallelism=opts.get("parallelism", 16),
-                                       gpus_per_task=1 if env["device"] == "cuda" else 0)
+        settings = slurm.settings_from(opts, env["device"])
         run_id = req.run_id or default_run_id(matrix.preset, env)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),
                          allow_mixed=opts.get("allow_mixed", False), resubmit_failed=req.retry_failed,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -48,6 +49,36 @@ class SlurmSettings:
     gpus_per_task: int = 1  # 0 on a CPU matrix
     cpus_per_task: int | None = None
     additional: dict = field(default_factory=dict)  # passed to sbatch as --key=value
+
+
+_SBATCH_KEY = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def settings_from(opts: dict, device: str) -> SlurmSettings:
+    """The submission's settings from the command line's (--slurm-*): the named options, and every
+    other sbatch option as KEY=VALUE (KEY alone: a flag). ValueError naming a malformed one."""
+    extra: dict = {}
+    for item in opts.get("args") or []:
+        key, eq, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not _SBATCH_KEY.fullmatch(key):
+            raise ValueError(f"--slurm-arg {item!r}: an sbatch option is KEY or KEY=VALUE, KEY in lower case "
+                             "(e.g. gres=gpu:h200:1, reservation=bench, exclusive)")
+        extra[key.replace("-", "_")] = value if eq else True
+    for key in ("mem", "qos"):
+        if opts.get(key):
+            extra[key] = opts[key]
+    if opts.get("exclusive"):
+        extra["exclusive"] = True
+    for name in ("cpus", "gpus"):
+        if opts.get(name) is not None and opts[name] < 0:
+            raise ValueError(f"--slurm-{name} must be 0 or more, got {opts[name]}")
+    gpus = opts.get("gpus")
+    return SlurmSettings(partition=opts.get("partition"), account=opts.get("account"),
+                         constraint=opts.get("constraint"), time_min=opts.get("time_min", 60),
+                         array_parallelism=opts.get("parallelism", 16),
+                         gpus_per_task=gpus if gpus is not None else (1 if device == "cuda" else 0),
+                         cpus_per_task=opts.get("cpus"), additional=extra)
 
 
 @dataclass(frozen=True)

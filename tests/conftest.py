@@ -15,3 +15,14 @@ def fixture_copy(tmp_path) -> Path:
     dst = tmp_path / "data"
     shutil.copytree(FIXTURE, dst)
     return dst
+
+
+# Tiers (make test-fast leaves these out): the real-SLURM tests and the headless-browser tests, by module
+_MODULE_MARKS = {"test_slurm": "slurm", "test_browser": "browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        mark = _MODULE_MARKS.get(item.module.__name__.rsplit(".", 1)[-1])
+        if mark:
+            item.add_marker(getattr(pytest.mark, mark))

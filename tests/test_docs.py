@@ -55,6 +55,6 @@ def test_the_wheel_packages_every_module_and_data_file():
     listed = set(conf["packages"])
     for top in ("collector", "analysis"):
         for d in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir() and p.name != "__pycache__")]:
-            if any(d.glob("*.py")) or any(d.glob("*.sql")) or any(d.glob("*.toml")):
+            if any(d.glob("*.py")) or any(d.glob("*.sql")) or any(d.glob("*.toml")) or any(d.glob("*.json")):
                 assert ".".join(d.relative_to(ROOT).parts) in listed, d
     assert "report_templates" in listed and "*.j2" in conf["package-data"]["report_templates"]

@@ -272,3 +272,37 @@ def test_watch_prints_when_the_counts_change_and_stops_when_nothing_is_left(tmp_
     n = len(m.cells)
     assert st["counts"] == {"done": n}
     assert len(lines) == n + 1 and lines[0].endswith(f"{n} queued") and lines[-1].endswith(f"{n} done")
+
+
+def test_every_sbatch_option_reaches_submitit_and_a_bad_one_is_named(tmp_path, monkeypatch):
+    """--slurm-cpus/-gpus/-mem/-qos/-exclusive and --slurm-arg KEY[=VALUE] become the parameters of
+    submitit's executor, rendered by submitit's own sbatch writer as #SBATCH lines."""
+    submitit = pytest.importorskip("submitit")
+    from submitit.slurm.slurm import _as_sbatch_flag
+
+    from collector import slurm as slurm_mod
+
+    opts = {"partition": "debug", "time_min": 30, "cpus": 8, "gpus": 2, "mem": "64G", "qos": "high",
+            "exclusive": True, "args": ["gres=gpu:h200:2", "reservation=bench", "--requeue"]}
+    settings = slurm_mod.settings_from(opts, "cuda")
+    seen = {}
+
+    class Recorder:
+        def __init__(self, folder, cluster):
+            pass
+
+        def update_parameters(self, **kw):
+            seen.update(kw)
+
+        def map_array(self, fn, jobs):
+            return []
+
+    monkeypatch.setattr(submitit, "AutoExecutor", Recorder)
+    slurm_mod.SubmititExecutor(settings).submit([], tmp_path)
+    assert seen["cpus_per_task"] == 8 and seen["slurm_gpus_per_task"] == 2 and seen["slurm_partition"] == "debug"
+    lines = {_as_sbatch_flag(k, v) for k, v in seen["slurm_additional_parameters"].items()}
+    assert lines == {"#SBATCH --mem=64G", "#SBATCH --qos=high", "#SBATCH --exclusive", "#SBATCH --gres=gpu:h200:2",
+                     "#SBATCH --reservation=bench", "#SBATCH --requeue"}
+    assert slurm_mod.settings_from({}, "cpu").gpus_per_task == 0
+    with pytest.raises(ValueError, match="KEY or KEY=VALUE"):
+        slurm_mod.settings_from({"args": ["Bad Key=1"]}, "cuda")
