@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from analysis import estimates as est
-
-HIGHER_IS_BETTER = {"speedup"}
+from analysis import stats
 
 
 def parse_bound(text: str) -> float:
@@ -43,7 +43,7 @@ def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None
         if c.get("call") != est.REGRESSED or (quantities and c["quantity"] not in quantities):
             continue
         ratio = c["ratio"]
-        worse = (1 - ratio) if c["quantity"] in HIGHER_IS_BETTER else (ratio - 1)
+        worse = (1 - ratio) if est.QUANTITIES[c["quantity"]][1] else (ratio - 1)  # True: higher is better
         if worse > bound:
             out.append({**c, "worse": worse})
     return sorted(out, key=lambda c: -c["worse"])
@@ -62,9 +62,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--quantities", default=",".join(est.QUANTITIES),
                    help=f"which quantities gate (default all: {','.join(est.QUANTITIES)})")
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
-    p.add_argument("--reps", type=int, default=1000, help="bootstrap replicates where a cell has one process")
+    p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS,
+                   help="bootstrap replicates where a cell has one process")
     args = p.parse_args(argv)
-    from pathlib import Path
 
     try:
         bound = parse_bound(args.max_regression)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.load import DataError
-from analysis.render import write_atomic
+from analysis.render import md_cell, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "data" / "examples" / "published.toml"
@@ -56,7 +56,7 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
     rows_md, rows_html = [], []
     for e in entries:
         cells = [e.run_id, e.purpose, e.device, e.torch, e.status]
-        rows_md.append(f"| [{e.run_id}]({e.run_id}/report.md) | " + " | ".join(_md(c) for c in cells[1:]) + " |")
+        rows_md.append(f"| [{e.run_id}]({e.run_id}/report.md) | " + " | ".join(md_cell(c) for c in cells[1:]) + " |")
         rows_html.append(f'<tr><td><a href="{html.escape(e.run_id)}/report.html">{html.escape(e.run_id)}</a></td>'
                          + "".join(f"<td>{html.escape(c)}</td>" for c in cells[1:]) + "</tr>")
     comp_md, comp_html = [], []
@@ -67,7 +67,7 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
             shipped = ROOT / "docs" / "examples" / f"compare-{base}-vs-{c}" / "report.html"
             if shipped.exists():
                 links.append((c, os.path.relpath(shipped, out)))
-        comp_md.append(f"| {_md(purpose)} | `{cmd}` | " + ", ".join(f"[{c}]({p})" for c, p in links) + " |")
+        comp_md.append(f"| {md_cell(purpose)} | `{cmd}` | " + ", ".join(f"[{c}]({p})" for c, p in links) + " |")
         comp_html.append(f"<tr><td>{html.escape(purpose)}</td><td><code>{html.escape(cmd)}</code></td><td>"
                          + ", ".join(f'<a href="{html.escape(p)}">{html.escape(c)}</a>' for c, p in links) + "</td></tr>")
     note = (f"{evidence} more run(s) under data/examples/ are evidence behind the docs (docs/data.md): "
@@ -92,6 +92,3 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
     write_atomic(out / "index.html", page)
     return out / "index.html"
 
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")

@@ -20,7 +20,7 @@ import duckdb
 
 from collector.compact import COMPACT, fingerprint, read_index
 from collector.contract import cell_id_of, upgrade_manifest
-from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of
+from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of, regular
 
 KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
 _STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
@@ -49,20 +49,12 @@ class Run:
     def files(self) -> list[Path]:
         """The run's cell files: regular files only (a FIFO or device named *.parquet would block
         or mislead a reader; `irregular` names them)."""
-        return [p for p in sorted((self.path / "cells").glob("*.parquet")) if _regular(p)]
+        return [p for p in sorted((self.path / "cells").glob("*.parquet")) if regular(p)]
 
     @property
     def irregular(self) -> list[tuple[str, str]]:
         return [(str(p), f"not a regular file ({_kind(p)}): left out") for p in
-                sorted((self.path / "cells").glob("*.parquet")) if not _regular(p)]
-
-
-def _regular(path: Path) -> bool:
-    """A regular file (a link to one counts), judged without opening it."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
+                sorted((self.path / "cells").glob("*.parquet")) if not regular(p)]
 
 
 def _kind(path: Path) -> str:
@@ -156,7 +148,7 @@ def discover_runs(root: Path) -> list[Run]:
         manifests = sorted(_manifests(root))
     runs = []
     for m in manifests:
-        if not _regular(m):
+        if not regular(m):
             raise DataError(f"{m}: not a regular file ({_kind(m)}); a run's run.json is a JSON file")
         manifest, problems = read_manifest(m)
         runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))

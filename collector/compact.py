@@ -9,14 +9,13 @@ carried over, only new files are read. No torch here.
 from __future__ import annotations
 
 import json
-import stat
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collector.schema import SCHEMA, SCHEMA_VERSION
+from collector.schema import SCHEMA, SCHEMA_VERSION, regular
 
 COMPACT = "compact.parquet"
 META_KEY = b"cell_files"
@@ -31,7 +30,7 @@ def read_index(run_dir: Path) -> dict[str, list[int]]:
     """{cell file name: [size, mtime_ns]} of the files held by the compact file ({} if none)."""
     path = Path(run_dir) / COMPACT
     try:
-        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read
+        if not regular(path):  # a FIFO would block the read
             return {}
         meta = pq.read_schema(path).metadata or {}
         return json.loads(meta.get(META_KEY, b"{}"))

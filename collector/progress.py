@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 import sys
 import time
 from typing import Callable, TextIO
@@ -85,18 +86,27 @@ class Progress:
         self.rows: list[dict] = []
         self.plan = plan
         self.seen: dict[tuple, list[float]] = {}
+        # what is still queued, as counts of each kind of cell (a queue of a million cells has few
+        # kinds), so an estimate costs the kinds, not the cells left; positions below _next are gone
+        self._queued = Counter(plan or [])
+        self._next = 1
 
     def estimate_left(self, k: int) -> float | None:
-        """Seconds the cells from queue position k on will take (None before any cell finished)."""
+        """Seconds the cells from queue position k on will take (None before any cell finished).
+        Queue positions only move forward (the workers take cells in order)."""
+        for key in (self.plan or [])[self._next - 1:k - 1]:
+            self._queued[key] -= 1
+        self._next = max(self._next, k)
         if not self.durations:
             return None
         mean = statistics.fmean(self.durations)
         if not self.plan:
             return mean * (self.total - k + 1) / self.workers
         total = 0.0
-        for key in self.plan[k - 1:]:
-            like = next((self.seen[lv] for lv in _levels(key) if lv in self.seen), None)
-            total += statistics.fmean(like) if like else mean
+        for key, n in self._queued.items():
+            if n > 0:
+                like = next((self.seen[lv] for lv in _levels(key) if lv in self.seen), None)
+                total += n * (statistics.fmean(like) if like else mean)
         return total / self.workers
 
     def _say(self, text: str) -> None:

@@ -147,12 +147,21 @@ def write_row(row: dict, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def regular(path: Path) -> bool:
+    """A regular file (a link to one counts), judged without opening it: a FIFO named like a data
+    file would block whoever reads it. False where it cannot be stat'ed."""
+    try:
+        return stat.S_ISREG(Path(path).stat().st_mode)
+    except OSError:
+        return False
+
+
 def read_saved(path: Path) -> tuple[str | None, str | None]:
     """(why the saved cell file cannot stand for its cell or None, its status): unreadable or
     truncated, not one row, or the row of another cell. Reads the footer and two short columns."""
     path = Path(path)
     try:
-        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read; a folder is no row
+        if not regular(path):  # a FIFO would block the read; a folder is no row
             return "not a regular file", None
         table = pq.read_table(path, columns=["cell_id", "status"])
     except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
