@@ -78,8 +78,9 @@ help: ## list the targets
 	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
 	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
 	@echo "                     SLURM_CPUS=<n> SLURM_GPUS=<n> SLURM_MEM=64G SLURM_QOS= SLURM_EXCLUSIVE=1 SLURM_ARGS=\"gres=gpu:h200:1 ...\""
-	@echo "  make collect-status RUN=<id> [RESUBMIT=1] [WATCH=1]   a SLURM run's progress; RESUBMIT=1 queues lost"
-	@echo "                   cells again; WATCH=1 follows it until nothing is queued or running"
+	@echo "  make collect-status RUN=<id> [RESUBMIT=1 [SLURM_TIME=<min>]] [WATCH=1]   a SLURM run's progress and why a"
+	@echo "                   task left no row (timed out, cancelled, node failure, crashed); RESUBMIT=1 queues those"
+	@echo "                   cells again (SLURM_TIME= a new limit); WATCH=1 follows it until nothing is queued or running"
 	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
@@ -108,7 +109,7 @@ collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA i
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
-	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit) $(if $(WATCH),--watch)
+	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(WATCH),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
 	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }

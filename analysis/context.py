@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis import stats, why
+from analysis import provenance, stats, why
 from analysis import verdict as verdict_mod
 from analysis.fmt import (byte_unit, cell_label, failure_summary, fmt_bytes, fmt_ms, fmt_pct, fmt_s,  # noqa: F401
                            fmt_steps, fmt_x)
@@ -333,34 +333,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                  + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
                  if known_peaks else "")
 
-    sessions = run.manifest.get("sessions", [])
-    # the rows' hosts too: a SLURM run's cells ran on nodes its sessions (the submitter) never saw
-    hosts = sorted({s.get("hostname") for s in sessions if s.get("hostname")}
-                   | {r.get("hostname") for r in all_rows if r.get("hostname")})
-    boots = {s.get("boot_id") for s in sessions if s.get("boot_id")}
-    notes = []
-    for key, what in (("torch_version", "torch build"), ("device_name", "device")):
-        seen: dict = {}
-        for r in all_rows:
-            if r.get(key):
-                seen[r[key]] = seen.get(r[key], 0) + 1
-        if len(seen) > 1:
-            notes.append(f"This run mixes {what}s: " + ", ".join(f"{v} ({n} cells)" for v, n in sorted(seen.items()))
-                         + f" (collected with ALLOW_MIXED=1, or merged with --allow-mixed): compare cells of one {what}.")
-    if len(hosts) > 1:
-        notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
-                     "compare cells from one machine where the difference matters.")
-    elif len(boots) > 1:
-        notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "
-                     f"{hosts[0] if hosts else '?'} the same): host-bound steps can differ between machines of one "
-                     "kind; compare cells from one machine where the difference matters.")
-    concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
-    if concurrent:
-        most = max(int(r["concurrent_cells"]) for r in concurrent)
-        notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running at "
-                     "once on this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound "
-                     "steps are unaffected; launch-bound ones share the host with a neighbour that may be "
-                     "compiling: see the eager baselines across cells.")
+    notes = provenance.collection_notes(run, all_rows)
     single = [r for r in speed if r.get("processes") == 1]
     if single:
         notes.append(f"{len(single)} of {len(speed)} compiled cells were timed in one process: their intervals cover "
@@ -387,7 +360,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
             m["failed"] += 1
             m["statuses"][r["status"]] = m["statuses"].get(r["status"], 0) + 1
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
-                               failures, noise, min_effect, len(hosts) > 1 or len(boots) > 1,
+                               failures, noise, min_effect, provenance.several_machines(run, all_rows),
                                len(loaded.skipped_in(run)), failed_modes)
     # chart inputs
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]

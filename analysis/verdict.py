@@ -176,7 +176,9 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
         out.append(f"{len(noisy)} of {n} cells are noisy (a side's IQR above {noise * 100:.0f}% of its median).")
     concurrent = [r for r in speed if (r.get("concurrent_cells") or 1) > 1]
     if concurrent:
-        out.append(f"{len(concurrent)} of {n} cells ran beside another cell (one per GPU, CPU cores split).")
+        why = ("one per GPU, CPU cores split" if len({r.get("gpu_index") for r in concurrent}) > 1 else
+               "seen measuring on the same host: a shard, another collector or SLURM tasks on one node")
+        out.append(f"{len(concurrent)} of {n} cells ran beside another cell ({why}).")
     if several_machines:  # a structured flag from the run's hosts and boot ids (context.py), not its prose
         out.append("Collected on more than one machine: compare cells of one machine where it matters.")
     if skipped:

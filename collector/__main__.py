@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     except KeyboardInterrupt:
         if not REPORTED.is_set():
-            print("\ninterrupted: every cell finished so far is saved; run the same command again to resume",
+            print("\ninterrupted before anything was submitted: no task is queued" if args.executor == "slurm" else
+                  "\ninterrupted: every cell finished so far is saved; run the same command again to resume",
                   file=sys.stderr, flush=True)
         return 130
     finally:

@@ -25,6 +25,12 @@ def probe_in(python: str, device: str) -> dict:
     # the probe dies with the collector (a kill -9 of the collector left it running for seconds)
     proc = subprocess.run([python, "-m", "collector.envinfo", device], cwd=root, capture_output=True, text=True,
                           preexec_fn=die_with_parent)
+    from collector.stop import INTERRUPTED
+
+    if proc.returncode != 0 and (INTERRUPTED.is_set() or proc.returncode in (-2, 130, -15)
+                                 or proc.stderr.rstrip().endswith("KeyboardInterrupt")):
+        # Ctrl-C reaches the probe too (one process group): a stop, not a failed probe
+        raise KeyboardInterrupt("stopped during the environment probe")
     if proc.returncode != 0:
         raise RuntimeError(f"environment probe failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
     return json.loads(proc.stdout)

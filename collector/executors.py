@@ -242,7 +242,7 @@ class SlurmExecutor:
         env = _submit_env(python, req.device or matrix.device)
         opts = req.slurm
         settings = slurm.settings_from(opts, env["device"])
-        run_id = req.run_id or default_run_id(matrix.preset, env)
+        run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),
                          allow_mixed=opts.get("allow_mixed", False), resubmit_failed=req.retry_failed,
                          python=python, settings=settings, launcher=req.launcher)

@@ -6,18 +6,20 @@
 Every cell it finishes is appended to $FAKE_CELL_LEDGER (one cell id per line), so a test can
 count how often each cell was measured. $FAKE_CELL_PRINT_MB prints that many MiB first (a cell
 that floods its log); $FAKE_CELL_ABORT prints that text and aborts without a result (a native
-crash, e.g. std::bad_alloc).
+crash, e.g. std::bad_alloc). $FAKE_PROBE_SECONDS makes the environment probe take that long.
 """
 import json
 import os
 import random
+import socket
 import sys
 import time
 
 args = sys.argv[1:]
 if args[:2] == ["-m", "collector.envinfo"]:
+    time.sleep(float(os.environ.get("FAKE_PROBE_SECONDS", 0)))  # a slow probe (importing torch)
     print(json.dumps({"device": "cpu", "device_name": "Fake CPU", "gpu_name": None, "torch_version": "0.0+fake",
-                      "hostname": "fake", "cpu_model": "Fake CPU", "cpu_count": 1}))
+                      "hostname": socket.gethostname(), "cpu_model": "Fake CPU", "cpu_count": 1}))
 elif args[:2] == ["-m", "collector.cell"]:
     spec = json.loads(open(args[2]).read())
     if os.environ.get("FAKE_CELL_PRINT_MB"):

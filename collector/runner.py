@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from collector import modes, schema
+from collector import modes, neighbours, schema
 from collector.compact import compact_run
 from collector.job import Job, Layout
 from collector.launch import (LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, ForkLauncher, Launcher,  # noqa: F401
@@ -86,9 +86,21 @@ def add_replicate(result: dict, rep: dict, index: int) -> str | None:
 def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
                  launcher: Launcher, clock: Callable[[], float] = time.monotonic,
                  worker: Worker = Worker(), concurrent: int = 1) -> dict:
-    """Run one cell and return its complete row: the cold process, then `processes - 1`
-    replicate processes on its warm cache (each a fresh process that times the cell again),
-    or, with one process, the warm-cache compile alone if asked; then the portable-cache one."""
+    """Run one cell and return its complete row (_measure_cell). `concurrent`: the cells this
+    collector runs at once (its GPU workers); the row's concurrent_cells adds the most cells seen
+    measuring at once on this host outside this collector (a shard, another collector, SLURM
+    tasks on one node: collector/neighbours.py)."""
+    with neighbours.Watch() as seen:
+        row = _measure_cell(cell, matrix, env, run_id, run_dir, launcher, clock, worker)
+    row["concurrent_cells"] = concurrent + seen.most
+    return row
+
+
+def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
+                  launcher: Launcher, clock: Callable[[], float], worker: Worker) -> dict:
+    """The cold process, then `processes - 1` replicate processes on its warm cache (each a fresh
+    process that times the cell again), or, with one process, the warm-cache compile alone if
+    asked; then the portable-cache one."""
     started, t0 = _now(), clock()
     cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
     log_path = run_dir / "logs" / f"{cell.cell_id}.log"
@@ -161,7 +173,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
         "tf32": proto.tf32, "device": env["device"], "device_name": env["device_name"],
         "torch_version": env["torch_version"], "hostname": env["hostname"],
         "started_at": started, "cell_wall_s": clock() - t0,
-        "gpu_index": worker.gpu, "concurrent_cells": concurrent,
+        "gpu_index": worker.gpu,
         "blocks": proto.blocks,
         "steps_per_block": result.get("steps_per_block", proto.steps_per_block),
         "status": result.get("status", "crashed"),

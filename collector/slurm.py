@@ -13,9 +13,11 @@ process and replicates, collector.runner.measure_cell; with the fork launcher, t
 the node has fork, a fork parent per task imports torch once for the cell's processes), its row
 written atomically and the claim released.
 
-The scheduler's state comes from `squeue` (a job not in the queue is finished, whatever its
-outcome; the row says which), not from `sacct`: without accounting sacct fails, and submitit's
-own job state then never learns that a cancelled job died.
+The scheduler's live state comes from `squeue` (a job not in the queue is finished, whatever
+its outcome): without accounting sacct fails, and submitit's own job state then never learns that
+a cancelled job died. Why a finished task left no row (timed out, cancelled, node failure,
+crashed) is collector/slurm_status.py's answer: the task's own record first, sacct where there is
+accounting, submitit's result file, the claims.
 """
 from __future__ import annotations
 
@@ -24,19 +26,20 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from collector import envinfo
+from collector.slurm_status import (SUBMISSIONS, TIMED_OUT, format_status, record_stop,  # noqa: F401
+                                    sacct_states, status, to_resubmit, watch)
+from collector.slurm_status import submissions as _submissions
 from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
 from collector.store import RunStore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SUBMISSIONS = "submissions.json"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class CellJob:
     allow_mixed: bool = False
     python: str = sys.executable
     launcher: str = "fork" if hasattr(os, "fork") else "exec"  # how the task starts the cell's processes
+    time_limit_min: int | None = None  # the task's limit, for the record of a task that reached it
 
 
 def _job_id() -> str | None:
@@ -149,9 +153,16 @@ def run_cell_job(job: CellJob) -> str:
         return "claimed elsewhere"
     # The scheduler stops a task with SIGTERM (scancel, preemption) or, before its time limit,
     # submitit's SIGUSR2; submitit itself lets SIGTERM pass (a requeue), and SLURM signals the
-    # cell's processes too. A cell stopped that way did not crash: no row, the claim released,
-    # so `status` shows it lost and a resubmission measures it.
-    previous = {sig: signal.signal(sig, runner.interrupt) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    # cell's processes too. A cell stopped that way did not crash: no row, the claim released, a
+    # record of why (logs/<cell>.stopped: timed out with its limit, or cancelled or preempted),
+    # so `status` says so and a resubmission measures it.
+    got: list[int] = []
+
+    def stop(sig, frame):
+        got.append(sig)
+        runner.interrupt(sig, frame)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     runner.INTERRUPTED.clear()
     launcher = (runner.ForkLauncher(job.python, device=env["device"]) if job.launcher == "fork"
                 else runner.SubprocessLauncher(job.python))
@@ -161,7 +172,10 @@ def run_cell_job(job: CellJob) -> str:
         store.write_row(row)
         return row["status"]
     except KeyboardInterrupt:
-        return "stopped by the scheduler (no row written)"
+        reason = TIMED_OUT if signal.SIGUSR2 in got else "cancelled or preempted"
+        record_stop(store, job.cell_id, reason, job_id=_job_id(), host=env.get("hostname"),
+                    time_limit_min=job.time_limit_min, signal=signal.Signals(got[0]).name if got else None)
+        return f"stopped by the scheduler: {reason} (no row written)"
     finally:
         launcher.close()  # the task's fork parent, if it has one
         store.release(job.cell_id)
@@ -175,7 +189,8 @@ class SubmititExecutor:
     def __init__(self, settings: SlurmSettings):
         self.settings = settings
 
-    def submit(self, jobs: list[CellJob], folder: Path) -> list[str]:
+    def submit(self, jobs: list[CellJob], folder: Path, name: str = "tcb-cell") -> list[str]:
+        """Queue `jobs` as one array named `name`; returns the tasks' ids."""
         import submitit
 
         s = self.settings
@@ -186,7 +201,7 @@ class SubmititExecutor:
                       slurm_signal_delay_s=min(90, max(5, time_min * 60 // 10)),
                       slurm_setup=[f"export PYTHONPATH={PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}",
                                    f"cd {PROJECT_ROOT}"],
-                      name="tcb-cell")
+                      name=name)
         for key, value in (("slurm_partition", s.partition), ("slurm_account", s.account),
                            ("slurm_constraint", s.constraint), ("cpus_per_task", s.cpus_per_task)):
             if value is not None:
@@ -201,6 +216,14 @@ class SubmititExecutor:
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
         return squeue_states(job_ids)
+
+    def accounting(self, job_ids: list[str]) -> dict[str, str]:
+        return sacct_states(job_ids)
+
+    def cancel_name(self, name: str) -> None:
+        """Cancel this user's jobs named `name`: an array sbatch queued but never reported (Ctrl-C)."""
+        subprocess.run(["scancel", f"--name={name}", f"--user={os.environ.get('USER') or os.getuid()}"],
+                       check=False, capture_output=True)
 
     def cancel(self, job_ids: list[str]) -> None:
         arrays = sorted({j.split("_")[0] for j in job_ids})
@@ -224,11 +247,6 @@ def squeue_states(job_ids: list[str]) -> dict[str, str]:
         if len(parts) == 2:
             out[parts[0]] = parts[1]
     return out
-
-
-def _submissions(run_dir: Path) -> dict:
-    path = run_dir / "slurm" / SUBMISSIONS
-    return json.loads(path.read_text()) if path.exists() else {"submissions": [], "cells": {}}
 
 
 def _write_submissions(run_dir: Path, data: dict) -> None:
@@ -257,8 +275,10 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         manifest = prepare_run(run_dir, run_id, matrix, env)
         subs = _submissions(run_dir)
         known = subs["cells"]
-        live = executor.states([known[c]["job_id"] for c in known])
-        stale = store.release_stale(lambda job_id: job_id in live)
+        # the claims' own job ids too: a claim of another submitter's live task is not stale
+        claimed = [o.get("job_id") for o in store.claims().values() if o.get("job_id")]
+        live = executor.states(sorted({known[c]["job_id"] for c in known} | set(claimed)))
+        stale = store.release_stale(lambda job_id: job_id is None or job_id in live)
         saved = store.saved()
         todo = [c for c in left_to_measure(matrix.cells, saved, resubmit_failed)
                 if known.get(c.cell_id, {}).get("job_id") not in live]
@@ -272,21 +292,26 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         for c in todo:  # a failed row being measured again is replaced when its task finishes
             if resubmit_failed and saved.get(c.cell_id) in RETRYABLE:
                 (store.cells_dir / f"{c.cell_id}.parquet").rename(store.cells_dir / f"{c.cell_id}.parquet.retried")
-        n = len(subs["submissions"]) + 1
+        n = _next_submission(run_dir, subs)
         # what `status --resubmit` needs to queue the same cells again from any later shell
         subs.update(matrix=matrix.to_json(), allow_mixed=allow_mixed, python=python, launcher=launcher)
         if settings is not None:
             subs["settings"] = asdict(settings)
         jobs = [CellJob(str(run_dir.resolve()), run_id, matrix.to_json(), c.cell_id,
-                        {k: env.get(k) for k in ENV_KEYS}, allow_mixed, python, launcher) for c in todo]
+                        {k: env.get(k) for k in ENV_KEYS}, allow_mixed, python, launcher,
+                        settings.time_min if settings is not None else None) for c in todo]
         folder = run_dir / "slurm" / f"submission{n}"  # never reused: job ids restart with a cluster
-        ids = executor.submit(jobs, folder)
-        now = time.time()
-        subs["submissions"].append({"n": n, "submitted_at": now, "cells": len(todo), "folder": str(folder)})
+        name = f"tcb-{run_id}-s{n}-{os.urandom(3).hex()}"  # what finds the array if sbatch never answers
+        entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name}
+        ids = _submit_or_cancel(executor, jobs, folder, name, run_dir, subs, entry, out)
+        subs["submissions"].append({**entry, "arrays": sorted({i.split("_")[0] for i in ids})})
         for c, job_id in zip(todo, ids):
-            known[c.cell_id] = {"job_id": job_id, "submission": n}
+            before = known.get(c.cell_id, {})
+            attempts = before.get("attempts") or ([before["job_id"]] if before.get("job_id") else [])
+            known[c.cell_id] = {"job_id": job_id, "submission": n, "attempts": attempts + [job_id]}
         _write_submissions(run_dir, subs)
-        manifest["sessions"][-1].update(executor="slurm", submitted_cells=len(todo), submission=n)
+        manifest["sessions"][-1].update(executor="slurm", submitted_cells=len(todo), submission=n,
+                                        slurm_arrays=subs["submissions"][-1]["arrays"])
         _write_json(run_dir / "run.json", manifest)
     print(f"run {run_id}: submitted {len(todo)} cell(s) as SLURM job(s) {_span(ids)} "
           f"({len(saved)} already saved); this command can exit now.\n"
@@ -296,85 +321,44 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
     return run_dir
 
 
+def _next_submission(run_dir: Path, subs: dict) -> int:
+    """A submission number no earlier one used, recorded or not (an interrupted submission's
+    folder may exist without a record)."""
+    used = {s.get("n", 0) for s in subs["submissions"]}
+    for path in (run_dir / "slurm").glob("submission*"):
+        if path.name[len("submission"):].isdigit():
+            used.add(int(path.name[len("submission"):]))
+    return max(used, default=0) + 1
+
+
+def _submit_or_cancel(executor, jobs, folder: Path, name: str, run_dir: Path, subs: dict, entry: dict, out) -> list:
+    """executor.submit, and on Ctrl-C (or a stop signal) during it: cancel whatever sbatch queued
+    under `name`, record the submission as interrupted, one message, KeyboardInterrupt."""
+    from collector.stop import INTERRUPTED, REPORTED
+
+    try:
+        ids = executor.submit(jobs, folder, name)
+    except BaseException as exc:
+        if not (isinstance(exc, KeyboardInterrupt) or INTERRUPTED.is_set()):
+            from collector.store import RunError
+
+            raise RunError(f"sbatch refused the submission: {str(exc).strip()[-600:]}") from None
+        executor.cancel_name(name)
+        subs["submissions"].append({**entry, "interrupted": True, "cancelled": True})
+        _write_submissions(run_dir, subs)
+        print(f"\ninterrupted while submitting: every task queued under the name {name} was cancelled; "
+              "nothing of this submission runs. The same command submits again.", file=out, flush=True)
+        REPORTED.set()
+        raise KeyboardInterrupt("interrupted while submitting") from None
+    if INTERRUPTED.is_set():  # Ctrl-C after sbatch answered: the array is queued and recorded
+        print(f"\ninterrupted after the submission: its {len(ids)} task(s) are queued and recorded; "
+              "make collect-cancel RUN=... cancels them", file=out, flush=True)
+    return ids
+
+
 def _span(ids: list[str]) -> str:
     arrays = sorted({i.split("_")[0] for i in ids})
     return ", ".join(arrays)
-
-
-def status(run_dir: Path, states) -> dict:
-    """Per cell: done / failed / running / queued / lost / not submitted, plus counts and an ETA.
-    `states(job_ids)` is the scheduler's view (squeue_states)."""
-    run_dir = Path(run_dir)
-    manifest = json.loads((run_dir / "run.json").read_text())
-    store = RunStore(run_dir)
-    subs = _submissions(run_dir)
-    known = subs["cells"]
-    live = states([v["job_id"] for v in known.values()])
-    saved = store.saved()
-    claims = store.claims()
-    cells = sorted(set(known) | set(saved))
-    per = {}
-    for cid in cells:
-        job = known.get(cid, {}).get("job_id")
-        if cid in saved:
-            per[cid] = "done" if saved[cid] == "ok" else f"failed ({saved[cid]})"
-        elif job in live:
-            per[cid] = "running" if live[job] in ("RUNNING", "COMPLETING") or cid in claims else "queued"
-        elif (store.logs_dir / f"{cid}.refused").exists():
-            per[cid] = "refused"
-        elif job is not None:
-            per[cid] = "lost"
-        else:
-            per[cid] = "not submitted"
-    counts: dict[str, int] = {}
-    for v in per.values():
-        key = "failed" if v.startswith("failed") else v
-        counts[key] = counts.get(key, 0) + 1
-    walls = store.cell_walls()
-    left = counts.get("running", 0) + counts.get("queued", 0)
-    eta = None
-    if walls and left:
-        par = max(1, counts.get("running", 0))
-        eta = statistics.median(walls) * left / par
-    return {"run_id": manifest["run_id"], "cells": per, "counts": counts, "eta_s": eta,
-            "in_matrix": manifest["sessions"][-1].get("cells_in_matrix")}
-
-
-def format_status(st: dict) -> str:
-    order = ("done", "failed", "running", "queued", "lost", "refused", "not submitted")
-    parts = [f"{st['counts'][k]} {k}" for k in order if st["counts"].get(k)]
-    eta = f", about {st['eta_s'] / 60:.0f} min left" if st["eta_s"] else ""
-    lines = [f"run {st['run_id']}: {', '.join(parts) or 'nothing submitted'}{eta}"]
-    for cid, state in st["cells"].items():
-        if state != "done":
-            lines.append(f"  {state:<14} {cid}")
-    if st["counts"].get("lost"):
-        lines.append("lost: no row and no live job (cancelled, preempted, timed out, node died); "
-                     "queue them again with RESUBMIT=1 (--resubmit)")
-    return "\n".join(lines)
-
-
-def watch(run_dir: Path, states, interval: float, out=None, sleep=time.sleep, max_looks: int | None = None) -> dict:
-    """The submitting side's progress: one line whenever the counts change, until no cell is
-    queued or running (then the final status). Ctrl-C stops watching, not the run."""
-    out = out or sys.stdout
-    last, looks, t0 = None, 0, time.monotonic()
-    try:
-        while True:
-            st = status(run_dir, states)
-            line = format_status(st).splitlines()[0]
-            if line != last:
-                print(f"[{time.monotonic() - t0:6.0f}s] {line}", file=out, flush=True)
-                last = line
-            looks += 1
-            if not (st["counts"].get("running") or st["counts"].get("queued")):
-                return st
-            if max_looks is not None and looks >= max_looks:
-                return st
-            sleep(interval)
-    except KeyboardInterrupt:
-        print("stopped watching; the run goes on (make collect-status RUN=... to look again)", file=out)
-        return status(run_dir, states)
 
 
 def main(argv=None) -> int:
@@ -382,7 +366,10 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("status", help="show a SLURM run's progress; --resubmit queues the lost cells again")
     s.add_argument("run_dir")
-    s.add_argument("--resubmit", action="store_true")
+    s.add_argument("--resubmit", action="store_true",
+                   help="queue again every cell that ended without a row (timed out, cancelled, crashed, lost)")
+    s.add_argument("--slurm-time", dest="time_min", type=int, metavar="MINUTES",
+                   help="with --resubmit: the new tasks' time limit (default: the run's last one)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--watch", action="store_true",
                    help="print the counts again whenever they change, until nothing is queued or running")
@@ -395,24 +382,37 @@ def main(argv=None) -> int:
         print(f"error: {run_dir} has no SLURM submissions (was it collected with EXECUTOR=slurm?)", file=sys.stderr)
         return 2
     saved = _submissions(run_dir)
-    ex = SubmititExecutor(SlurmSettings(**saved.get("settings", {})))
+    settings = SlurmSettings(**saved.get("settings", {}))
+    if args.cmd == "status" and args.time_min is not None:
+        if args.time_min < 1:
+            print(f"error: --slurm-time must be 1 minute or more, got {args.time_min}", file=sys.stderr)
+            return 2
+        settings = replace(settings, time_min=args.time_min)
+    ex = SubmititExecutor(settings)
     if args.cmd == "cancel":
         ids = [v["job_id"] for v in saved["cells"].values()]
         ex.cancel(ids)
         print(f"cancelled the run's SLURM jobs {_span(ids)}")
         return 0
-    st = status(run_dir, ex.states)
+    st = status(run_dir, ex.states, ex.accounting)
     if args.watch:
-        st = watch(run_dir, ex.states, args.interval)
+        st = watch(run_dir, ex.states, args.interval, accounting=ex.accounting)
     print(json.dumps(st, indent=2) if args.json else format_status(st))
-    if args.resubmit and st["counts"].get("lost"):
+    if args.resubmit and to_resubmit(st):
         from collector.matrix import Matrix
+        from collector.store import RunError
 
         manifest = json.loads((run_dir / "run.json").read_text())
         matrix = Matrix.from_json(saved["matrix"])
-        submit_run(matrix, manifest["environment"], run_dir.parent, manifest["run_id"], ex,
-                   allow_mixed=saved.get("allow_mixed", False), python=saved.get("python", sys.executable),
-                   settings=ex.settings, launcher=saved.get("launcher", CellJob.launcher))
+        try:
+            submit_run(matrix, manifest["environment"], run_dir.parent, manifest["run_id"], ex,
+                       allow_mixed=saved.get("allow_mixed", False), python=saved.get("python", sys.executable),
+                       settings=ex.settings, launcher=saved.get("launcher", CellJob.launcher))
+        except RunError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 3
+        except KeyboardInterrupt:
+            return 130
     return 0
 
 

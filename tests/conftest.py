@@ -17,12 +17,14 @@ def fixture_copy(tmp_path) -> Path:
     return dst
 
 
-# Tiers (make test-fast leaves these out): the real-SLURM tests and the headless-browser tests, by module
+# Tiers (make test-fast leaves these out): the real-SLURM tests (test_slurm's tests named *real*;
+# its fake-scheduler tests stay in the fast tier) and the headless-browser tests
 _MODULE_MARKS = {"test_slurm": "slurm", "test_browser": "browser"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        mark = _MODULE_MARKS.get(item.module.__name__.rsplit(".", 1)[-1])
-        if mark:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        mark = _MODULE_MARKS.get(module)
+        if mark and (module != "test_slurm" or "real" in item.name):
             item.add_marker(getattr(pytest.mark, mark))

@@ -3,7 +3,9 @@ progress, lost tasks and their resubmission. First with a fake scheduler (the pl
 against a real one-node SLURM cluster when one is up (CI starts it: .ci/slurm-up.sh)."""
 import json
 import os
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,8 +36,9 @@ class FakeScheduler:
     def __init__(self):
         self.jobs, self.live, self.next = [], {}, 100
 
-    def submit(self, jobs, folder):
+    def submit(self, jobs, folder, name="tcb-cell"):
         ids = [f"{self.next}_{i}" for i in range(len(jobs))]
+        self.names = getattr(self, "names", []) + [name]
         self.next += 1
         self.jobs += list(zip(ids, jobs))
         self.live.update({i: "PENDING" for i in ids})
@@ -43,6 +46,12 @@ class FakeScheduler:
 
     def states(self, ids):
         return {i: s for i, s in self.live.items() if i in ids}
+
+    def accounting(self, ids):
+        return {}
+
+    def cancel_name(self, name):
+        self.cancelled = getattr(self, "cancelled", []) + [name]
 
     def run(self, job_id, monkeypatch, node_env=ENV):
         """The task `job_id` runs on a node: returns run_cell_job's answer; the job then leaves the queue."""
@@ -97,7 +106,8 @@ def test_a_lost_task_is_reported_and_resubmitted_alone(tmp_path, monkeypatch, ca
     RunStore(run_dir).claim(lost_cell, {"job_id": ids[1]})
     del sched.live[ids[1]]
     st = slurm.status(run_dir, sched.states)
-    assert st["cells"][lost_cell] == "lost" and "RESUBMIT=1" in slurm.format_status(st)
+    assert st["cells"][lost_cell].startswith("node failure (job 100_1 left its claim")  # killed outright
+    assert st["counts"]["node failure"] == 1 and "RESUBMIT=1" in slurm.format_status(st)
     slurm.submit_run(m, ENV, tmp_path, "r", sched)
     out = capsys.readouterr().out
     assert "released 1 claim(s)" in out and "submitted 1 cell(s)" in out
@@ -205,23 +215,26 @@ def _cells_and_statuses(data_dir, run_id):
 
 
 def test_real_slurm_run_of_the_smoke_preset_reports_what_a_local_run_reports(tmp_path):
-    """`make collect EXECUTOR=slurm PRESET=smoke` on the one-node cluster: every cell through
-    sbatch (Inductor on the CPU), then the same matrix measured locally; the report reads the
-    same cells with the same statuses from both."""
+    """`make collect EXECUTOR=slurm PRESET=smoke` on the cluster, narrowed to the two training
+    cells of the default mode (the other real-cluster test measures inference cells): every
+    cell through sbatch (Inductor on the CPU), then the same cells measured locally; the report
+    reads the same cells with the same statuses from both."""
     _need_slurm()
     quick = ["--processes", "1", "--blocks", "2"]
+    cells = "*__train__*__default__*"
     proc = subprocess.run(["make", "collect", "EXECUTOR=slurm", "PRESET=smoke", "RUN=sm", f"RUNS={tmp_path / 'slurm'}",
-                           "PROCESSES=1", "BLOCKS=2", "SLURM_TIME=15", f"PYTHON={sys.executable}"],
+                           "PROCESSES=1", "BLOCKS=2", "SLURM_TIME=15", f"CELLS={cells}", f"PYTHON={sys.executable}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "submitted 8 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "submitted 2 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     st = _wait(tmp_path / "slurm" / "sm", lambda s: not (s["counts"].get("running") or s["counts"].get("queued")),
-               timeout=900)
-    assert st["counts"] == {"done": 8}, st
+               timeout=600)
+    assert st["counts"] == {"done": 2}, st
     local = subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", *quick, "--run-id", "sm",
-                            "--out", str(tmp_path / "local")], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+                            "--cells", cells, "--out", str(tmp_path / "local")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr
     got = _cells_and_statuses(tmp_path / "slurm", "sm")
-    assert len(got) == 8 and got == _cells_and_statuses(tmp_path / "local", "sm")
+    assert len(got) == 2 and got == _cells_and_statuses(tmp_path / "local", "sm")
 
 
 def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitted(tmp_path):
@@ -244,7 +257,7 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     _wait(run_dir, lambda s: list((run_dir / "claims").glob("*.claim")) != [], timeout=120)
     subprocess.run([sys.executable, "-m", "collector.slurm", "cancel", str(run_dir)], cwd=ROOT, check=True,
                    capture_output=True)
-    st = _wait(run_dir, lambda s: s["counts"].get("lost") == 1, timeout=120)
+    st = _wait(run_dir, lambda s: s["counts"].get("cancelled or preempted") == 1, timeout=120)
     assert not list((run_dir / "cells").glob("*.parquet"))  # the cancelled cell wrote no row
     # the submitting command, run again, picks up where the run is: it queues the lost cell alone
     proc = _collect(["--modes", "default", "--run-id", "c"], tmp_path)
@@ -306,3 +319,242 @@ def test_every_sbatch_option_reaches_submitit_and_a_bad_one_is_named(tmp_path, m
     assert slurm_mod.settings_from({}, "cpu").gpus_per_task == 0
     with pytest.raises(ValueError, match="KEY or KEY=VALUE"):
         slurm_mod.settings_from({"args": ["Bad Key=1"]}, "cuda")
+
+
+class SignalledLauncher(OkLauncher):
+    """The scheduler signals the task while its cell process runs."""
+    sig = signal.SIGUSR2
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        os.kill(os.getpid(), self.sig)
+        return super().run(spec, cache_dir, log_path, timeout_s)
+
+
+@pytest.mark.parametrize("sig, reason", [(signal.SIGUSR2, "timed out (limit 7 min; job 100_0 on "),
+                                         (signal.SIGTERM, "cancelled or preempted (job 100_0 on ")])
+def test_a_task_stopped_by_the_scheduler_says_why_and_a_resubmission_takes_a_new_limit(tmp_path, monkeypatch,
+                                                                                       sig, reason):
+    """SIGUSR2 (submitit's warning before the time limit) or SIGTERM (scancel, preemption): no
+    row, the claim released, a record of why; status names it; RESUBMIT with a new limit."""
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", sched, settings=slurm.SlurmSettings(time_min=7))
+    job_id, job = sched.jobs[0]
+    monkeypatch.setattr(SignalledLauncher, "sig", sig)
+    monkeypatch.setattr(slurm, "node_environment", lambda python, device: {**ENV, "hostname": "node7"})
+    monkeypatch.setattr(runner, "ForkLauncher", SignalledLauncher)
+    monkeypatch.setattr(runner, "SubprocessLauncher", SignalledLauncher)
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    answer = slurm.run_cell_job(job)
+    del sched.live[job_id]
+    runner.INTERRUPTED.clear()
+    assert answer.startswith("stopped by the scheduler") and not RunStore(run_dir).claims()
+    assert not (run_dir / "cells" / f"{job.cell_id}.parquet").exists()
+    st = slurm.status(run_dir, sched.states)
+    assert st["cells"][job.cell_id] == reason + "node7)", st["cells"][job.cell_id]
+    subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
+    slurm.submit_run(m, ENV, tmp_path, "r", sched, settings=slurm.SlurmSettings(time_min=20))
+    new_id, again = sched.jobs[-1]
+    assert again.cell_id == job.cell_id and again.time_limit_min == 20
+    # the old attempt's record says nothing of the new task: queued, then done
+    assert slurm.status(run_dir, sched.states)["cells"][job.cell_id] == "queued"
+    assert sched.run(new_id, monkeypatch) == "ok"
+    subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
+    assert subs["cells"][job.cell_id]["attempts"] == [job_id, new_id]
+
+
+def test_sacct_and_submitit_results_say_why_where_the_task_left_no_record(tmp_path, monkeypatch):
+    import pickle
+
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    (a, ja), (b, jb), (c, jc) = sched.jobs[:3]
+    for j in (a, b, c):
+        del sched.live[j]
+    folder = run_dir / "slurm" / "submission1" / b
+    folder.mkdir(parents=True)
+    with (folder / f"{b}_0_result.pkl").open("wb") as fh:  # submitit's own record of a task that raised
+        pickle.dump(("error", "Traceback (most recent call last):\n  ...\nMemoryError: no room"), fh)
+    st = slurm.status(run_dir, sched.states, lambda ids: {a: "TIMEOUT"})
+    assert st["cells"][ja.cell_id] == f"timed out (sacct: TIMEOUT, job {a})"
+    assert st["cells"][jb.cell_id] == f"crashed (job {b}: MemoryError: no room)"
+    assert st["cells"][jc.cell_id] == "lost"
+    assert slurm.to_resubmit(st) == 3
+
+
+def test_ctrl_c_while_sbatch_runs_cancels_the_array_by_name_and_the_next_submission_has_its_own_folder(
+        tmp_path, capsys):
+    class Interrupted(FakeScheduler):
+        def submit(self, jobs, folder, name="tcb-cell"):
+            folder.mkdir(parents=True)  # submitit made its folder; sbatch may have queued the array
+            self.names = [name]
+            raise KeyboardInterrupt
+
+    m = _matrix()
+    sched = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    out = capsys.readouterr().out
+    assert sched.cancelled == sched.names and sched.names[0].startswith("tcb-r-s1-")
+    assert "interrupted while submitting" in out and "Traceback" not in out
+    subs = json.loads((tmp_path / "r" / "slurm" / "submissions.json").read_text())
+    assert subs["submissions"][0]["interrupted"] and subs["cells"] == {}
+    fine = FakeScheduler()
+    slurm.submit_run(m, ENV, tmp_path, "r", fine)
+    assert fine.names[0].startswith("tcb-r-s2-")
+    subs = json.loads((tmp_path / "r" / "slurm" / "submissions.json").read_text())
+    assert subs["submissions"][-1]["folder"].endswith("submission2") and len(subs["cells"]) == len(m.cells)
+
+
+def test_a_claim_of_another_submitters_live_task_is_not_released(tmp_path, monkeypatch, capsys):
+    """Two submit hosts: this one's submissions.json does not know the other's job, the scheduler does."""
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    cell = m.cells[0].cell_id
+    (run_dir / "cells").mkdir(exist_ok=True)
+    RunStore(run_dir).claim(cell, {"job_id": "555_0"})  # measured by the other submitter's task
+    sched.live["555_0"] = "RUNNING"
+    slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    assert cell in RunStore(run_dir).claims() and "released" not in capsys.readouterr().out
+    del sched.live["555_0"]
+    slurm.submit_run(m, ENV, tmp_path, "r", sched)
+    assert cell not in RunStore(run_dir).claims() and "released 1 claim(s)" in capsys.readouterr().out
+
+
+# ---- the real cluster with stand-in cells (collector/fake_python.py): the scheduler, the nodes,
+# the signals and the process table are real, each cell process only sleeps FAKE_CELL_SECONDS ----
+
+def _nodes() -> list[str]:
+    proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True)
+    return sorted(set(proc.stdout.split()))
+
+
+def _collect_fake(tmp_path, run_id, seconds, *args, cells=("mlp",)):
+    from collector import faults
+
+    env = {**os.environ, "FAKE_CELL_SECONDS": str(seconds)}
+    return subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", "--models", ",".join(cells),
+                           "--phases", "infer", "--modes", "default,reduce-overhead", "--processes", "1",
+                           "--executor", "slurm", "--python", faults.fake_python(tmp_path), "--launcher", "exec",
+                           "--run-id", run_id, "--out", str(tmp_path), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+
+
+def _rows(run_dir):
+    import pyarrow.parquet as pq
+
+    return [pq.read_table(p).to_pylist()[0] for p in sorted((run_dir / "cells").glob("*.parquet"))]
+
+
+def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(tmp_path):
+    """Four 8-second cells on the two-node cluster (.ci/slurm-up.sh; 2 CPUs a node): two tasks a
+    node at once; every row says its node and that one other cell measured beside it there."""
+    _need_slurm()
+    nodes = _nodes()
+    if len(nodes) < 2:
+        pytest.skip(f"a one-node cluster ({nodes}): SLURM_NODES=2 bash .ci/slurm-up.sh makes two")
+    proc = _collect_fake(tmp_path, "two", 8, "--slurm-time", "5", cells=("mlp", "gnn"))
+    assert proc.returncode == 0 and "submitted 4 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "two", lambda s: s["counts"].get("done") == 4, timeout=120)
+    rows = _rows(tmp_path / "two")
+    by_node = {n: sum(r["hostname"] == n for r in rows) for n in nodes}
+    assert by_node == {n: 2 for n in nodes}, by_node
+    assert [r["concurrent_cells"] for r in rows] == [2, 2, 2, 2], st
+    from analysis.context import build_run_report, prepare  # the report: where the cells ran, beside what
+    from analysis.load import discover_runs, load
+
+    runs = discover_runs(tmp_path)
+    loaded = load(runs)
+    prepare(loaded)
+    text = " ".join(build_run_report(loaded, next(r for r in runs if r.run_id == "two"), reps=100).notes)
+    assert "through SLURM" in text and all(n in text for n in nodes) and "seen measuring on the host" in text
+
+
+def test_real_time_limit_is_reported_and_a_resubmission_with_more_time_finishes(tmp_path):
+    """A cell longer than its task's 1-minute limit: submitit's SIGUSR2 before the limit stops it,
+    status says timed out with the limit; RESUBMIT with SLURM_TIME=3 measures it."""
+    _need_slurm()
+    proc = _collect_fake(tmp_path, "t", 300, "--slurm-time", "1", "--modes", "default")
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "t", lambda s: s["counts"].get("timed out") == 1, timeout=150)
+    (state,) = st["cells"].values()
+    assert state.startswith("timed out (limit 1 min; job ") and not _rows(tmp_path / "t"), state
+    env = {**os.environ, "FAKE_CELL_SECONDS": "1"}
+    again = subprocess.run(["make", "-s", "collect-status", "RUN=t", f"RUNS={tmp_path}", "RESUBMIT=1", "SLURM_TIME=3",
+                            f"PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "submitted 1 cell(s)" in again.stdout, again.stdout + again.stderr
+    st = _wait(tmp_path / "t", lambda s: s["counts"].get("done") == 1, timeout=120)
+    subs = json.loads((tmp_path / "t" / "slurm" / "submissions.json").read_text())
+    assert subs["settings"]["time_min"] == 3 and len(next(iter(subs["cells"].values()))["attempts"]) == 2
+
+
+def test_real_ctrl_c_while_sbatch_answers_leaves_no_job_and_no_traceback(tmp_path):
+    """sbatch queues the array, then is slow to answer (a wrapper on PATH); Ctrl-C to the
+    command's process group then: the array is cancelled by its name, one message, exit 130."""
+    _need_slurm()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    queued = tmp_path / "queued"  # what sbatch answered, before the wrapper sleeps
+    (bindir / "sbatch").write_text(f"#!/bin/sh\nout=$({shutil.which('sbatch')} \"$@\") || exit 1\n"
+                                   f"echo \"$out\" > {queued}.tmp && mv {queued}.tmp {queued}\nsleep 30\necho \"$out\"\n")
+    (bindir / "sbatch").chmod(0o755)
+    from collector import faults
+
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_CELL_SECONDS": "30"}
+    cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--phases", "infer",
+           "--modes", "default", "--processes", "1", "--executor", "slurm", "--python", faults.fake_python(tmp_path),
+           "--launcher", "exec", "--run-id", "i", "--out", str(tmp_path)]
+    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not queued.exists():
+        time.sleep(0.1)
+    array = re.search(r"\d+", queued.read_text()).group()  # queued, and the command does not know it
+    job_names = subprocess.run(["squeue", "-h", "-r", "-j", array, "-o", "%j"], capture_output=True, text=True).stdout
+    assert job_names.strip(), "the array should be queued"
+    os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in out + err, out + err
+    assert "interrupted while submitting" in out and "cancelled" in out
+    subs = json.loads((tmp_path / "i" / "slurm" / "submissions.json").read_text())
+    name = subs["submissions"][0]["name"]
+    assert set(job_names.split()) == {name}  # the name it was cancelled by is the array's
+    for _ in range(50):
+        left = subprocess.run(["squeue", "-h", "-j", array], capture_output=True, text=True).stdout.strip()
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left, left
+
+
+@pytest.mark.parametrize("executor, says", [("slurm", "interrupted before anything was submitted"),
+                                            ("local", "every cell finished so far is saved")])
+def test_ctrl_c_during_the_environment_probe_is_one_line_and_exit_130(tmp_path, executor, says):
+    """The probe imports torch (seconds); Ctrl-C reaches it too (one process group): a stop, not
+    'environment probe failed' with the probe's KeyboardInterrupt traceback."""
+    from collector import faults
+
+    env = {**os.environ, "FAKE_PROBE_SECONDS": "10"}
+    p = subprocess.Popen([sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--executor",
+                          executor, "--python", faults.fake_python(tmp_path), "--run-id", "p", "--out", str(tmp_path)],
+                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(1.5)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and says in err and "Traceback" not in out + err, out + err
+
+
+def test_a_shard_submitted_to_slurm_writes_to_its_shard_folder(tmp_path, monkeypatch):
+    """SHARD=1/2 EXECUTOR=slurm RUN=ss: the run is ss-shard1of2, as a local shard's is."""
+    from collector import executors
+
+    seen = {}
+    monkeypatch.setattr(executors, "_submit_env", lambda python, device: dict(ENV))
+    monkeypatch.setattr(slurm, "submit_run", lambda matrix, env, out, run_id, *a, **k: seen.update(run_id=run_id))
+    req = executors.Request(preset="smoke", overrides={"models": ["mlp"]}, pythons=[(None, sys.executable)],
+                            out=tmp_path, run_id="ss", shard=(1, 2), slurm={"time_min": 5})
+    assert executors.SlurmExecutor().execute(req) == 0 and seen["run_id"] == "ss-shard1of2"

@@ -1,0 +1,69 @@
+"""Where and how a run's cells were measured, for the report's notes: the executor (local,
+SLURM, merged shards), the hosts and boots, mixed builds, and the cells that ran beside another.
+All from run.json and the rows (each row says its host and how many cells measured at once on
+it, collector/neighbours.py)."""
+from __future__ import annotations
+
+
+def _hosts(run, all_rows: list[dict]) -> tuple[list[str], set]:
+    sessions = run.manifest.get("sessions", [])
+    # the rows' hosts too: a SLURM run's cells ran on nodes its sessions (the submitter) never saw
+    hosts = sorted({s.get("hostname") for s in sessions if s.get("hostname")}
+                   | {r.get("hostname") for r in all_rows if r.get("hostname")})
+    return hosts, {s.get("boot_id") for s in sessions if s.get("boot_id")}
+
+
+def several_machines(run, all_rows: list[dict]) -> bool:
+    hosts, boots = _hosts(run, all_rows)
+    return len(hosts) > 1 or len(boots) > 1
+
+
+def _per_host(all_rows: list[dict]) -> str:
+    counts: dict = {}
+    for r in all_rows:
+        counts[r.get("hostname") or "?"] = counts.get(r.get("hostname") or "?", 0) + 1
+    return ", ".join(f"{h} ({n} cell{'s' if n != 1 else ''})" for h, n in sorted(counts.items()))
+
+
+def collection_notes(run, all_rows: list[dict]) -> list[str]:
+    """How the run was collected (only where it was not one local collector) and what that means."""
+    notes = []
+    sessions = run.manifest.get("sessions", [])
+    slurm = [s for s in sessions if s.get("executor") == "slurm"]
+    if slurm:
+        arrays = sorted({a for s in slurm for a in s.get("slurm_arrays") or []}, key=lambda a: (len(a), a))
+        notes.append(f"Collected through SLURM: {len(slurm)} submission{'s' if len(slurm) != 1 else ''}"
+                     + (f" (job arrays {', '.join(arrays)})" if arrays else "")
+                     + f"; cells ran on {_per_host(all_rows)}.")
+    merged = run.manifest.get("merged_from") or []
+    if merged:
+        notes.append(f"Merged from {len(merged)} shards ({', '.join(str(m) for m in merged)}); cells ran on "
+                     f"{_per_host(all_rows)}.")
+    for key, what in (("torch_version", "torch build"), ("device_name", "device")):
+        seen: dict = {}
+        for r in all_rows:
+            if r.get(key):
+                seen[r[key]] = seen.get(r[key], 0) + 1
+        if len(seen) > 1:
+            notes.append(f"This run mixes {what}s: " + ", ".join(f"{v} ({n} cells)" for v, n in sorted(seen.items()))
+                         + f" (collected with ALLOW_MIXED=1, or merged with --allow-mixed): compare cells of one {what}.")
+    hosts, boots = _hosts(run, all_rows)
+    if len(hosts) > 1:
+        notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
+                     "compare cells from one machine where the difference matters.")
+    elif len(boots) > 1:
+        notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "
+                     f"{hosts[0] if hosts else '?'} the same): host-bound steps can differ between machines of one "
+                     "kind; compare cells from one machine where the difference matters.")
+    concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
+    if concurrent:
+        most = max(int(r["concurrent_cells"]) for r in concurrent)
+        how = ("on this host, one per GPU, the CPU cores split between them (column gpu)"
+               if len({r.get("gpu_index") for r in concurrent}) > 1 else
+               "on their host, seen measuring on the host beside them (a shard, another collector, or SLURM tasks "
+               "that the scheduler put on one node; SLURM_EXCLUSIVE=1 avoids it)")
+        notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running at "
+                     f"once {how}. GPU-bound "
+                     "steps are unaffected; launch-bound ones share the host with a neighbour that may be "
+                     "compiling: see the eager baselines across cells.")
+    return notes

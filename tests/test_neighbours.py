@@ -1,0 +1,117 @@
+"""Co-location measured from the host's processes (collector/neighbours.py): real processes that
+look like another collector's cell processes, started outside this process tree."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from collector import matrix as mx
+from collector import neighbours
+from collector.launch import LauncherBase
+from collector.runner import measure_cell
+
+ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
+pytestmark = pytest.mark.skipif(not Path("/proc/self/ns/uts").exists(), reason="needs Linux /proc")
+
+
+def _detached(tmp_path, code: str, module: str, prefix: str = "") -> int:
+    """Start `python -c CODE -m MODULE` so that it is not our descendant (its shell exits at once);
+    returns its pid."""
+    pidfile = tmp_path / f"pid-{time.monotonic_ns()}"
+    script = f"{prefix} {sys.executable} -c '{code}' -m {module} & echo $! > {pidfile}"
+    subprocess.run(["sh", "-c", script], check=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.02)
+    pid = int(pidfile.read_text())
+    time.sleep(0.3)  # let it exec and (for a fork parent) fork
+    return pid
+
+
+@pytest.fixture
+def reaper():
+    pids = []
+    yield pids
+    for pid in pids:
+        subprocess.run(["pkill", "-KILL", "-P", str(pid)], check=False)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_another_collectors_cell_process_is_seen_and_our_own_is_not(tmp_path, reaper):
+    theirs = _detached(tmp_path, "import time; time.sleep(30)", "collector.cell")
+    reaper.append(theirs)
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-m", "collector.cell"])
+    try:
+        time.sleep(0.3)
+        seen = neighbours.other_cells()
+        assert str(theirs) in seen and str(ours.pid) not in seen
+    finally:
+        ours.kill()
+        ours.wait()
+
+
+def test_a_fork_parents_child_counts_and_the_idle_parent_does_not(tmp_path, reaper):
+    parent = _detached(tmp_path, "import os, time; os.fork(); time.sleep(30)", "collector.zygote")
+    reaper.append(parent)
+    seen = neighbours.other_cells()
+    mine = {p for p, pp in neighbours.measuring().items() if pp == str(parent)}
+    assert len(mine) == 1 and mine <= seen and str(parent) not in seen
+
+
+def test_a_cell_on_another_host_namespace_is_not_a_neighbour(tmp_path, reaper):
+    """The local test cluster's second node is a UTS namespace of this machine."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-u", "true"]).returncode != 0:
+        pytest.skip("cannot make a UTS namespace here")
+    other_host = _detached(tmp_path, "import time; time.sleep(30)", "collector.cell", prefix="unshare -u")
+    reaper.append(other_host)
+    assert str(other_host) in neighbours.measuring() and str(other_host) not in neighbours.other_cells()
+
+
+class SlowLauncher(LauncherBase):
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        time.sleep(0.5)
+        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4,
+                "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0}
+
+
+def test_a_cell_measured_beside_another_collectors_cell_records_it(tmp_path, reaper, monkeypatch):
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1})
+    cell = m.cells[0]
+    (tmp_path / "logs").mkdir()
+    monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
+    alone = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
+    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
+    beside = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
+    two_workers = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher(), concurrent=2)
+    assert (alone["concurrent_cells"], beside["concurrent_cells"], two_workers["concurrent_cells"]) == (1, 2, 3)
+
+
+def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neighbours():
+    from types import SimpleNamespace
+
+    from analysis import provenance
+
+    run = SimpleNamespace(manifest={"sessions": [
+        {"hostname": "login", "executor": "slurm", "slurm_arrays": ["15"]},
+        {"hostname": "login", "executor": "slurm", "slurm_arrays": ["9", "12"]}]})
+    rows = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": None},
+            {"hostname": "vm", "concurrent_cells": 2, "gpu_index": None},
+            {"hostname": "node2", "concurrent_cells": 1, "gpu_index": None}]
+    notes = provenance.collection_notes(run, rows)
+    assert notes[0] == ("Collected through SLURM: 2 submissions (job arrays 9, 12, 15); "
+                        "cells ran on node2 (1 cell), vm (2 cells).")
+    assert any(n.startswith("2 of 3 cells were measured with up to 2 cells running at once on their host, seen "
+                            "measuring on the host beside them") for n in notes)
+    local = SimpleNamespace(manifest={"sessions": [{"hostname": "vm"}]})
+    gpus = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": i} for i in (0, 1)]
+    assert provenance.collection_notes(local, gpus)[0].startswith(
+        "2 of 2 cells were measured with up to 2 cells running at once on this host, one per GPU")
+    assert provenance.several_machines(run, rows) and not provenance.several_machines(local, gpus)
