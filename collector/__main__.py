@@ -21,8 +21,9 @@ from pathlib import Path
 from collector import executors, models, scratch, shard  # noqa: E402
 from collector import matrix as mx  # noqa: E402
 from collector.cell import memory_limit_mb  # noqa: E402
-from collector.executors import dry_run, parse_gpus, probe_env, split_python, target_labels  # noqa: E402,F401
-from collector.runner import INTERRUPTED, PROJECT_ROOT, REPORTED, RunError, check_run_id, interrupt  # noqa: E402
+from collector.runner import PROJECT_ROOT  # noqa: E402
+from collector.stop import INTERRUPTED, REPORTED, interrupt  # noqa: E402
+from collector.store import RunError, check_run_id  # noqa: E402
 
 
 def _csv(kind):

@@ -18,13 +18,9 @@ from pathlib import Path
 
 from collector import childlog
 from collector.childlog import _partial, log
-# the child's parts, each in its module; the names tests and the runner reach through this one
-from collector.accuracy import ERROR_MULTIPLIER, TOLERANCE, _within, rel_l2  # noqa: F401
-from collector.hygiene import _descendants, host_hygiene  # noqa: F401
-from collector.plant import _planted, calibrate_plant, plant_slowdown  # noqa: F401
-from collector.sides import ExportError, Sides, _make_sides, _setup  # noqa: F401
-from collector.stages import CellRun, Stage, measure  # noqa: F401
-from collector.timing import ENERGY_WINDOW_S, MAX_STEPS_PER_BLOCK, _energy_window, time_blocks  # noqa: F401
+# the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
+from collector.sides import ExportError
+from collector.stages import Stage, measure
 
 
 PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measured at its last logged step

@@ -3,8 +3,7 @@ several processes a cell, fresh compile caches, one Parquet row per cell written
 store (collector/store.py), resume by skipping finished cells; several interpreters interleaved.
 
 The launcher is injectable (tests use a fake one to drive the plumbing quickly);
-`SubprocessLauncher` and `ForkLauncher` are the real paths. The names other modules used to import
-from here (launchers, workers, the run store's functions, the stop flag) are re-exported.
+collector.launch's `SubprocessLauncher` and `ForkLauncher` are the real paths.
 """
 from __future__ import annotations
 
@@ -23,15 +22,12 @@ from typing import Callable
 from collector import modes, neighbours, schema
 from collector.compact import compact_run
 from collector.job import Job, Layout
-from collector.launch import (LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, ForkLauncher, Launcher,  # noqa: F401
-                              SubprocessLauncher, _tail)
+from collector.launch import Launcher
 from collector.matrix import Cell, Matrix
 from collector.progress import Progress
-from collector.stop import INTERRUPTED, REPORTED, RUNNING, check_interrupted, interrupt  # noqa: F401
-from collector.store import (BEFORE, ENV_MUST_MATCH, PROTOCOL_MUST_MATCH, RETRYABLE, RUN_ID_RE, RunError, RunStore,  # noqa: F401
-                             _now, _write_json, check_run_id, default_run_id, left_to_measure, prepare_run, run_lock,
-                             source_fingerprint)
-from collector.workers import Worker, physical_cores, plan_workers  # noqa: F401
+from collector.stop import INTERRUPTED, REPORTED, check_interrupted
+from collector.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
+from collector.workers import Worker
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -132,7 +132,8 @@ def first_node_environment(store: RunStore, env: dict) -> dict:
 def run_cell_job(job: CellJob) -> str:
     """Runs on the node. Returns what happened: the row's status, 'claimed elsewhere', or
     'refused: ...' (a node whose environment differs from the run's writes nothing)."""
-    from collector import runner
+    from collector import launch
+    from collector import stop as stop_mod
     from collector.matrix import Matrix
     from collector.runner import measure_cell
 
@@ -160,15 +161,15 @@ def run_cell_job(job: CellJob) -> str:
 
     def stop(sig, frame):
         got.append(sig)
-        runner.interrupt(sig, frame)
+        stop_mod.interrupt(sig, frame)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR2)}
-    runner.INTERRUPTED.clear()
-    launcher = (runner.ForkLauncher(job.python, device=env["device"]) if job.launcher == "fork"
-                else runner.SubprocessLauncher(job.python))
+    stop_mod.INTERRUPTED.clear()
+    launcher = (launch.ForkLauncher(job.python, device=env["device"]) if job.launcher == "fork"
+                else launch.SubprocessLauncher(job.python))
     try:
         row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
-        runner.check_interrupted()
+        stop_mod.check_interrupted()
         store.write_row(row)
         return row["status"]
     except KeyboardInterrupt:

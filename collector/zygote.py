@@ -41,7 +41,7 @@ import traceback
 # started CUDA (_DriverGuard), and nothing in the parent asks the driver.
 PRELOAD = ("torch", "torch._dynamo", "collector.cell", "torch._inductor.compile_fx")
 # A CUDA parent whose full preload still reached the driver (or started a thread) is replaced by one
-# with this (runner.ForkLauncher): Inductor is then imported in each child, as before (~2.8 s there).
+# with this (launch.ForkLauncher): Inductor is then imported in each child, as before (~2.8 s there).
 NO_INDUCTOR_PRELOAD = PRELOAD[:3]
 PRELOAD_ENV = "TCB_ZYGOTE_PRELOAD"  # comma-separated modules instead of PRELOAD (the tests' light parent)
 CUDA_ENV = "TCB_ZYGOTE_CUDA"  # "1": check that CUDA starts in a forked child before serving

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from collector import cell, models
+from collector import accuracy, cell, models, plant, timing
+from collector import sides as sides_mod
 from collector.matrix import Protocol
 from dataclasses import asdict
 
@@ -64,10 +65,10 @@ def test_torchvision_models_say_what_they_need():
 
 def test_rel_l2():
     a = [torch.ones(4)]
-    assert cell.rel_l2(a, a) == 0
-    assert cell.rel_l2([torch.ones(4) * 1.1], a) == pytest.approx(0.1)
-    assert math.isnan(cell.rel_l2([torch.ones(3)], a))
-    assert math.isnan(cell.rel_l2([torch.full((4,), float("nan"))], a))
+    assert accuracy.rel_l2(a, a) == 0
+    assert accuracy.rel_l2([torch.ones(4) * 1.1], a) == pytest.approx(0.1)
+    assert math.isnan(accuracy.rel_l2([torch.ones(3)], a))
+    assert math.isnan(accuracy.rel_l2([torch.full((4,), float("nan"))], a))
 
 
 def test_compile_failure_is_a_compile_error_row(monkeypatch):
@@ -116,11 +117,11 @@ def test_short_steps_are_timed_several_per_sample():
 
 
 def test_within_tolerance_rule():
-    assert cell._within(0.02, None, 0.05)  # no eager figure: the dtype's floor
-    assert not cell._within(0.2, None, 0.05)
-    assert cell._within(0.9, 0.35, 0.05)  # up to 3x eager's own error
-    assert not cell._within(1.1, 0.35, 0.05)
-    assert not cell._within(float("nan"), 0.1, 0.05)
+    assert accuracy._within(0.02, None, 0.05)  # no eager figure: the dtype's floor
+    assert not accuracy._within(0.2, None, 0.05)
+    assert accuracy._within(0.9, 0.35, 0.05)  # up to 3x eager's own error
+    assert not accuracy._within(1.1, 0.35, 0.05)
+    assert not accuracy._within(float("nan"), 0.1, 0.05)
 
 
 def test_aot_inductor_cell_exports_compiles_loads_and_checks():
@@ -214,7 +215,7 @@ def test_energy_window_reads_the_counter_around_back_to_back_steps():
         calls.append(1)
         _time.sleep(0.004)
 
-    cell._energy_window("compiled", step, 4.0, Clock(), Monitor(), result)
+    timing._energy_window("compiled", step, 4.0, Clock(), Monitor(), result)
     assert len(calls) == 250  # ceil(1 s / 4 ms): the window lasts at least ENERGY_WINDOW_S of steps
     assert result["compiled_energy_j"] == 12.5 and result["compiled_energy_steps"] == 250
     assert result["compiled_energy_window_s"] >= 0 and Clock.syncs == 2
@@ -237,8 +238,8 @@ def test_energy_window_lasts_its_full_second_when_steps_run_faster_than_timed():
         _time.sleep(0.001)
 
     result = {}
-    cell._energy_window("eager", step, 4.0, Clock(), Monitor(), result)
-    assert result["eager_energy_window_s"] >= cell.ENERGY_WINDOW_S
+    timing._energy_window("eager", step, 4.0, Clock(), Monitor(), result)
+    assert result["eager_energy_window_s"] >= timing.ENERGY_WINDOW_S
     assert result["eager_energy_steps"] > 250  # more than the first estimate
     assert result["eager_energy_j"] == pytest.approx(100.0 * result["eager_energy_window_s"], rel=0.05)
 
@@ -268,8 +269,8 @@ def test_compiled_side_shares_no_mutable_state_with_the_eager_side():
     from collector.job import Job
 
     job = Job.from_json(spec)
-    torch_, dev, module, inputs, target, loss_fn, autocast, _ = cell._setup(job)
-    sides = cell._make_sides(torch_, job, module, inputs, target, loss_fn, autocast, {})
+    torch_, dev, module, inputs, target, loss_fn, autocast, _ = sides_mod._setup(job)
+    sides = sides_mod._make_sides(torch_, job, module, inputs, target, loss_fn, autocast, {})
     assert sides.compiled_opt is not sides.eager_opt and sides.compiled_module is not sides.eager_module
     for a, b in zip(sides.eager_module.parameters(), sides.compiled_module.parameters()):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # same start, separate storage
@@ -308,7 +309,7 @@ def test_timed_blocks_alternate_sides_with_the_given_layout():
     def step_of(side):
         return lambda: events.append(side)
 
-    got = cell.time_blocks([("eager", step_of("e")), ("compiled", step_of("c"))], blocks=3, spb=2, k=2,
+    got = timing.time_blocks([("eager", step_of("e")), ("compiled", step_of("c"))], blocks=3, spb=2, k=2,
                            clock=FakeClock(), between=lambda: events.append("between"))
     order = [e for e in events if e in ("e", "c", "between")]
     assert order == (["e"] * 4 + ["c"] * 4 + ["between"]) * 3
@@ -329,14 +330,14 @@ def test_planted_slowdown_adds_the_asked_share_of_the_step():
             pass
 
     rec = {}
-    planted = cell.plant_slowdown(torch, False, step, 25, CpuClock(), rec)
+    planted = plant.plant_slowdown(torch, False, step, 25, CpuClock(), rec)
     assert rec["planted_delay_ms"] == pytest.approx(0.5, rel=0.2)
     base = sorted(CpuClock().block(step, 15).step_ms)[7]
     slow = sorted(CpuClock().block(planted, 15).step_ms)[7]
     assert slow / base == pytest.approx(1.25, abs=0.08)
     # a replicate plants the cold process's delay as given, without measuring its own
     rec2 = {}
-    again = cell.plant_slowdown(torch, False, step, 25, CpuClock(), rec2, delay_ms=1.0)
+    again = plant.plant_slowdown(torch, False, step, 25, CpuClock(), rec2, delay_ms=1.0)
     assert rec2["planted_delay_ms"] == 1.0
     assert sorted(CpuClock().block(again, 15).step_ms)[7] / base == pytest.approx(1.5, abs=0.1)
 
@@ -354,7 +355,7 @@ def test_plant_calibration_subtracts_the_plants_fixed_cost_and_skips_the_first_b
             return 6.8 if seen.count("step") == 1 else 4.0
         return 4.0 + 0.05 + 1.1 * fn[1]
 
-    delay, fit = cell.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
+    delay, fit = plant.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
     assert fit["base_ms"] == 4.0 and fit["slope"] == pytest.approx(1.1) and fit["fixed_ms"] == pytest.approx(0.05)
     assert 0.05 + 1.1 * delay == pytest.approx(0.4)  # the plant adds 10% of the settled step
     assert [x for x in seen if x != "step"] == [("step", 0.4), ("step", 0.8)]  # two lengths
@@ -363,7 +364,7 @@ def test_plant_calibration_subtracts_the_plants_fixed_cost_and_skips_the_first_b
 def test_plant_calibration_that_noise_defeats_plants_the_target_as_it_is():
     times = iter([5.0, 4.0, 4.0, 4.9, 4.0])  # first, base, d1 adds nothing, d2 adds 0.9 (slope 2.25), base
 
-    delay, fit = cell.calibrate_plant(lambda fn: next(times), "step", lambda fn, d: (fn, d), 10)
+    delay, fit = plant.calibrate_plant(lambda fn: next(times), "step", lambda fn, d: (fn, d), 10)
     assert delay == pytest.approx(0.4) and "fallback" in fit
 
 
@@ -373,7 +374,7 @@ def test_a_fixed_cost_above_the_target_never_plants_nothing():
     def median_of(fn):
         return 5.0 if fn == "step" else 5.0 + 0.9732 + 1.985 * fn[1]
 
-    delay, fit = cell.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
+    delay, fit = plant.calibrate_plant(median_of, "step", lambda fn, d: (fn, d), 10)
     assert delay == pytest.approx(0.5) and fit["fallback"].startswith("fixed cost")
 
 
@@ -388,15 +389,15 @@ def test_host_hygiene_kills_the_compile_workers_instead_of_waiting_for_them(tmp_
 import os, time, torch
 import torch._inductor.config as config
 from torch._inductor.async_compile import AsyncCompile
-from collector import cell
+from collector import hygiene
 config.compile_threads = 2
 AsyncCompile.warm_pool()
 deadline = time.time() + 30
-while not cell._descendants(os.getpid()) and time.time() < deadline:
+while not hygiene._descendants(os.getpid()) and time.time() < deadline:
     time.sleep(0.1)
-before = cell._descendants(os.getpid())
-done = cell.host_hygiene(torch)
-print(len(before), done, cell._descendants(os.getpid()), torch.compile(lambda x: x.sin() + 1)(torch.ones(3)).tolist())
+before = hygiene._descendants(os.getpid())
+done = hygiene.host_hygiene(torch)
+print(len(before), done, hygiene._descendants(os.getpid()), torch.compile(lambda x: x.sin() + 1)(torch.ones(3)).tolist())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=Path(cell.__file__).resolve().parent.parent)

@@ -17,11 +17,12 @@ import pytest
 from collector.launch import LauncherBase
 from collector.faults import MATRIX, fake_python, signal_and_resume
 from collector import matrix as mx
-from collector import runner
+from collector import runner, stop
 from collector.__main__ import main as collector_main
 from collector.__main__ import parse_models
 from collector.cell import classify
-from collector.runner import CappedLog, SubprocessLauncher, _tail, collect, measure_cell, size_note
+from collector.launch import LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, SubprocessLauncher, _tail
+from collector.runner import collect, measure_cell, size_note
 from conftest import ROOT
 from test_report_robustness import _tmpfs
 
@@ -151,7 +152,7 @@ def test_a_cell_that_floods_its_output_gets_a_capped_log_and_a_useful_error(tmp_
     (tmp_path / "logs").mkdir()
     row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, SubprocessLauncher(fake_python(tmp_path)))
     log = next((tmp_path / "logs").iterdir())
-    assert log.stat().st_size < (runner.LOG_HEAD_BYTES + runner.LOG_TAIL_BYTES) + (64 << 10)
+    assert log.stat().st_size < (LOG_HEAD_BYTES + LOG_TAIL_BYTES) + (64 << 10)
     assert row["status"] == "crashed" and "the last step before the end" in row["error"]
     assert "boom" in _tail(log)
 
@@ -207,7 +208,7 @@ def test_a_read_only_disk_is_one_message_and_exit_3(tmp_path):
 
 def test_a_stop_during_compaction_finishes_run_json_then_exits_with_the_message(tmp_path, monkeypatch):
     def compact_then_signal(run_dir):
-        runner.interrupt(15, None)  # SIGTERM lands while the session's files are being finished
+        stop.interrupt(15, None)  # SIGTERM lands while the session's files are being finished
 
     monkeypatch.setattr(runner, "compact_run", compact_then_signal)
     runner.INTERRUPTED.clear()

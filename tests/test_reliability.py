@@ -15,7 +15,8 @@ import pytest
 from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector import schema
-from collector.runner import RunError, SubprocessLauncher, collect, measure_cell
+from collector.launch import SubprocessLauncher
+from collector.runner import RunError, collect, measure_cell
 from collector.faults import MATRIX, fake_python, kill_and_resume
 from conftest import ROOT
 

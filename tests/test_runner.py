@@ -11,7 +11,8 @@ import pytest
 
 from collector.launch import LauncherBase
 from collector import matrix as mx
-from collector.runner import RunError, SubprocessLauncher, collect, measure_cell, run_lock
+from collector.launch import SubprocessLauncher
+from collector.runner import RunError, collect, measure_cell, run_lock
 from collector.schema import COLUMNS
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
@@ -192,7 +193,7 @@ def test_compact_file_stands_in_only_for_unchanged_cells(tmp_path):
 
 
 def test_plan_workers_splits_cores_and_refuses_bad_lists():
-    from collector.runner import Worker, plan_workers
+    from collector.workers import Worker, plan_workers
 
     assert plan_workers(None) == [Worker()]
     cores = sorted(os.sched_getaffinity(0))
@@ -210,28 +211,28 @@ def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
     """8 logical CPUs, 4 cores with two threads each, numbered the common way (sibling of i is
     i + 4): split by number, worker 0 would get 0-3 and worker 1 their siblings 4-7, so every
     core would run both workers. Split by core, each worker gets two whole cores."""
-    from collector import runner, workers
+    from collector import workers
 
     for c in range(8):
         topo = tmp_path / f"cpu{c}" / "topology"
         topo.mkdir(parents=True)
         (topo / "physical_package_id").write_text("0\n")
         (topo / "core_id").write_text(f"{c % 4}\n")
-    assert runner.physical_cores(list(range(8)), tmp_path) == [(0, 4), (1, 5), (2, 6), (3, 7)]
-    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(8)))
-    real = runner.physical_cores
+    assert workers.physical_cores(list(range(8)), tmp_path) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(8)))
+    real = workers.physical_cores
     monkeypatch.setattr(workers, "physical_cores", lambda cpus: real(cpus, tmp_path))
-    a, b = runner.plan_workers([0, 1])
+    a, b = workers.plan_workers([0, 1])
     assert (a.cpus, b.cpus) == ((0, 1, 4, 5), (2, 3, 6, 7))
     monkeypatch.setenv("TCB_CPU_SPLIT", "logical")  # the old split, kept for the A/B on the GPU
-    a, b = runner.plan_workers([0, 1])
+    a, b = workers.plan_workers([0, 1])
     assert (a.cpus, b.cpus) == ((0, 1, 2, 3), (4, 5, 6, 7))
     monkeypatch.delenv("TCB_CPU_SPLIT")
     assert real([0, 1], tmp_path / "missing") == [(0,), (1,)]  # no topology: as before
 
 
 def test_parse_gpus_names_the_valid_choices():
-    from collector.__main__ import parse_gpus
+    from collector.executors import parse_gpus
 
     cuda = {"device": "cuda", "gpu_count": 2}
     assert parse_gpus("", cuda) is None and parse_gpus("all", cuda) == [0, 1] and parse_gpus("1", cuda) == [1]
@@ -244,7 +245,7 @@ def test_parse_gpus_names_the_valid_choices():
 def test_workers_run_cells_concurrently_each_on_its_gpu_and_cores(tmp_path):
     """Two workers through the real subprocess launcher: every cell once, the GPU and the
     core set each process saw are the worker's, the rows say where and how concurrently."""
-    from collector.runner import Worker
+    from collector.workers import Worker
 
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -327,16 +328,16 @@ def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
 
 
 def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeypatch):
-    from collector import runner, store
+    from collector import store
 
     run_dir = collect(_matrix(), ENV, tmp_path, "fp", FakeLauncher())
     first = json.loads((run_dir / "run.json").read_text())["sessions"][-1]["collector_source_sha1"]
-    assert len(first) == 16 and first == runner.source_fingerprint()
+    assert len(first) == 16 and first == store.source_fingerprint()
     fake_root = tmp_path / "copy"
     (fake_root / "collector").mkdir(parents=True)
     (fake_root / "collector" / "cell.py").write_text("changed")
     monkeypatch.setattr(store, "PROJECT_ROOT", fake_root)
-    assert runner.source_fingerprint() != first  # other code, another fingerprint
+    assert store.source_fingerprint() != first  # other code, another fingerprint
 
 
 @pytest.mark.parametrize("run_id,preset", [("default-h200", "default"), ("shapes-h200", "shapes")])
@@ -415,7 +416,9 @@ def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_runni
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(ROOT)!r})
         from collector import matrix as mx
-        from collector.runner import SubprocessLauncher, Worker, collect
+        from collector.launch import SubprocessLauncher
+        from collector.runner import collect
+        from collector.workers import Worker
         m = mx.build_matrix("smoke", {{"models": ["mlp"], "modes": ["default"], "processes": 1, "phases": ["infer", "train"],
                                        "batch_sizes": [1, 2, 4], "warm_compile": False}})
         env = {ENV!r}

@@ -15,7 +15,7 @@ import pytest
 
 from collector.launch import LauncherBase
 from collector import matrix as mx
-from collector import runner, slurm
+from collector import launch, runner, slurm
 from collector.store import RunStore
 from conftest import ROOT
 
@@ -57,8 +57,8 @@ class FakeScheduler:
         """The task `job_id` runs on a node: returns run_cell_job's answer; the job then leaves the queue."""
         job = dict(self.jobs)[job_id]
         monkeypatch.setattr(slurm, "node_environment", lambda python, device: dict(node_env))
-        monkeypatch.setattr(runner, "SubprocessLauncher", OkLauncher)
-        monkeypatch.setattr(runner, "ForkLauncher", OkLauncher)
+        monkeypatch.setattr(launch, "SubprocessLauncher", OkLauncher)
+        monkeypatch.setattr(launch, "ForkLauncher", OkLauncher)
         monkeypatch.setenv("SLURM_ARRAY_JOB_ID", job_id.split("_")[0])
         monkeypatch.setenv("SLURM_ARRAY_TASK_ID", job_id.split("_")[1])
         self.live[job_id] = "RUNNING"
@@ -342,8 +342,8 @@ def test_a_task_stopped_by_the_scheduler_says_why_and_a_resubmission_takes_a_new
     job_id, job = sched.jobs[0]
     monkeypatch.setattr(SignalledLauncher, "sig", sig)
     monkeypatch.setattr(slurm, "node_environment", lambda python, device: {**ENV, "hostname": "node7"})
-    monkeypatch.setattr(runner, "ForkLauncher", SignalledLauncher)
-    monkeypatch.setattr(runner, "SubprocessLauncher", SignalledLauncher)
+    monkeypatch.setattr(launch, "ForkLauncher", SignalledLauncher)
+    monkeypatch.setattr(launch, "SubprocessLauncher", SignalledLauncher)
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     answer = slurm.run_cell_job(job)

@@ -14,7 +14,7 @@ from analysis.context import prepare
 from analysis.load import discover_runs, load
 from analysis.render import render_compare
 from collector import matrix as mx
-from collector.__main__ import split_python, target_labels
+from collector.executors import split_python, target_labels
 from collector.runner import Target, collect_targets
 from conftest import ROOT
 

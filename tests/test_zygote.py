@@ -1,4 +1,4 @@
-"""The fork launcher (collector/zygote.py, runner.ForkLauncher): results, logs, timeouts,
+"""The fork launcher (collector/zygote.py, launch.ForkLauncher): results, logs, timeouts,
 crashes, a dying parent, refused environments and leaked caches fall back to exec with a reason;
 and the real path (a smoke cell with torch and Inductor) through it."""
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.runner import ForkLauncher, SubprocessLauncher
+from collector.launch import ForkLauncher, SubprocessLauncher
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="fork launcher: Linux")
 
