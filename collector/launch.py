@@ -34,6 +34,7 @@ class Launcher(TypingProtocol):
 
     def run(self, spec: dict, cache_dir: Path, log_path: Path, timeout_s: float) -> dict: ...
     def for_worker(self, worker: Worker) -> "Launcher": ...
+    def prepare(self, logs_dir: Path) -> None: ...
     def kill(self) -> None: ...
     def kill_now(self) -> None: ...
     def describe(self) -> dict | None: ...
@@ -46,6 +47,9 @@ class LauncherBase:
 
     def for_worker(self, worker: Worker) -> "LauncherBase":
         return self
+
+    def prepare(self, logs_dir: Path) -> None:
+        """Get ready for the first cell now rather than at it (nothing for most launchers)."""
 
     def kill(self) -> None:
         """Stop the cell process in flight and wait for it (nothing for a stand-in)."""
@@ -363,9 +367,13 @@ class ForkLauncher(SubprocessLauncher):
         print(f"note: {why}; cell processes are started with exec instead", file=sys.stderr, flush=True)
         self.close()
 
-    def _start(self, args: list[str], env: dict, logs_dir: Path):
+    def prepare(self, logs_dir: Path) -> None:
+        """Start the fork parent now (a SLURM task overlaps its imports with the node's probe)."""
         if self.fallback is None and self.parent is None:
             self._start_parent(logs_dir)
+
+    def _start(self, args: list[str], env: dict, logs_dir: Path):
+        self.prepare(logs_dir)
         if self.fallback is not None:
             self.execed += 1
             return super()._start(args, env, logs_dir)

@@ -5,13 +5,11 @@ filesystem (collector/store.py). The submitting command returns once the array i
 queued / failed / lost with an ETA, and `--resubmit` queues again what was lost (a cancelled,
 preempted, timed-out or crashed task: no row and no live job).
 
-What runs on a node is `run_cell_job(CellJob)`: the node's environment is probed and compared
-with the run's (torch, device, GPU name); a node that differs writes nothing unless the run
-allows mixing (then its rows carry their own torch and GPU, as every row does). Then the cell is
-claimed (a second task given the same cell leaves it), measured exactly as locally (its cold
-process and replicates, collector.runner.measure_cell; with the fork launcher, the default where
-the node has fork, a fork parent per task imports torch once for the cell's processes), its row
-written atomically and the claim released.
+What runs on a node is `run_cell_job(CellJob)` (collector/slurm_task.py): the node's environment
+is probed and compared with the run's (torch, device, GPU name); a node that differs writes
+nothing unless the run allows mixing (then its rows carry their own torch and GPU, as every row
+does). Then the cell is claimed (a second task given the same cell leaves it), measured exactly
+as locally, its row written atomically and the claim released.
 
 The scheduler's live state comes from `squeue` (a job not in the queue is finished, whatever
 its outcome): without accounting sacct fails, and submitit's own job state then never learns that
@@ -25,16 +23,14 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from collector import envinfo
-from collector.slurm_status import (SUBMISSIONS, TIMED_OUT, format_status, record_stop,  # noqa: F401
-                                    sacct_states, status, to_resubmit, watch)
+from collector.slurm_status import SUBMISSIONS, format_status, sacct_states, status, to_resubmit, watch
+from collector.slurm_task import CellJob, run_cell_job
 from collector.slurm_status import submissions as _submissions
 from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
 from collector.store import RunStore
@@ -82,106 +78,6 @@ def settings_from(opts: dict, device: str) -> SlurmSettings:
                          array_parallelism=opts.get("parallelism", 16),
                          gpus_per_task=gpus if gpus is not None else (1 if device == "cuda" else 0),
                          cpus_per_task=opts.get("cpus"), additional=extra)
-
-
-@dataclass(frozen=True)
-class CellJob:
-    """What one array task needs: where the run is, the matrix, its cell, the run's environment."""
-
-    run_dir: str
-    run_id: str
-    matrix: dict
-    cell_id: str
-    environment: dict
-    allow_mixed: bool = False
-    python: str = sys.executable
-    launcher: str = "fork" if hasattr(os, "fork") else "exec"  # how the task starts the cell's processes
-    time_limit_min: int | None = None  # the task's limit, for the record of a task that reached it
-
-
-def _job_id() -> str | None:
-    """This task's id as squeue prints it (`<array job>_<task>`), or the plain job id."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    if array and task:
-        return f"{array}_{task}"
-    return os.environ.get("SLURM_JOB_ID")
-
-
-def node_environment(python: str, device: str) -> dict:
-    return envinfo.probe_in(python, device)
-
-
-def first_node_environment(store: RunStore, env: dict) -> dict:
-    """The run's environment as the first node that ran wrote it (created with O_EXCL: of two
-    first nodes one wins, the other reads it)."""
-    path = store.run_dir / "node-environment.json"
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        for _ in range(50):  # the winner may still be writing it
-            try:
-                return json.loads(path.read_text())
-            except ValueError:
-                time.sleep(0.1)
-        return json.loads(path.read_text())
-    with os.fdopen(fd, "w") as fh:
-        json.dump({k: env.get(k) for k in ENV_KEYS + ("hostname",)}, fh)
-    return env
-
-
-def run_cell_job(job: CellJob) -> str:
-    """Runs on the node. Returns what happened: the row's status, 'claimed elsewhere', or
-    'refused: ...' (a node whose environment differs from the run's writes nothing)."""
-    from collector import launch
-    from collector import stop as stop_mod
-    from collector.matrix import Matrix
-    from collector.runner import measure_cell
-
-    store = RunStore(Path(job.run_dir))
-    matrix = Matrix.from_json(job.matrix)
-    cell = next(c for c in matrix.cells if c.cell_id == job.cell_id)
-    env = node_environment(job.python, job.environment["device"])
-    expected = dict(job.environment)
-    if expected.get("device_name") is None:  # submitted from a host without the device: the first
-        expected = first_node_environment(store, env)  # node to run fixes the run's GPU model
-    differ = [f"{k}: run {expected.get(k)!r}, node {env.get(k)!r}" for k in ENV_KEYS
-              if expected.get(k) != env.get(k)]
-    if differ and not job.allow_mixed:
-        note = store.logs_dir / f"{job.cell_id}.refused"
-        note.write_text(f"node {env.get('hostname')} (job {_job_id()}) refused to write: {'; '.join(differ)}\n")
-        return f"refused: {'; '.join(differ)}"
-    if not store.claim(job.cell_id, {"job_id": _job_id()}):
-        return "claimed elsewhere"
-    # The scheduler stops a task with SIGTERM (scancel, preemption) or, before its time limit,
-    # submitit's SIGUSR2; submitit itself lets SIGTERM pass (a requeue), and SLURM signals the
-    # cell's processes too. A cell stopped that way did not crash: no row, the claim released, a
-    # record of why (logs/<cell>.stopped: timed out with its limit, or cancelled or preempted),
-    # so `status` says so and a resubmission measures it.
-    got: list[int] = []
-
-    def stop(sig, frame):
-        got.append(sig)
-        stop_mod.interrupt(sig, frame)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR2)}
-    stop_mod.INTERRUPTED.clear()
-    launcher = (launch.ForkLauncher(job.python, device=env["device"]) if job.launcher == "fork"
-                else launch.SubprocessLauncher(job.python))
-    try:
-        row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
-        stop_mod.check_interrupted()
-        store.write_row(row)
-        return row["status"]
-    except KeyboardInterrupt:
-        reason = TIMED_OUT if signal.SIGUSR2 in got else "cancelled or preempted"
-        record_stop(store, job.cell_id, reason, job_id=_job_id(), host=env.get("hostname"),
-                    time_limit_min=job.time_limit_min, signal=signal.Signals(got[0]).name if got else None)
-        return f"stopped by the scheduler: {reason} (no row written)"
-    finally:
-        launcher.close()  # the task's fork parent, if it has one
-        store.release(job.cell_id)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class SubmititExecutor:

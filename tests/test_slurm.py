@@ -15,7 +15,7 @@ import pytest
 
 from collector.launch import LauncherBase
 from collector import matrix as mx
-from collector import launch, runner, slurm
+from collector import launch, runner, slurm, slurm_task
 from collector.store import RunStore
 from conftest import ROOT
 
@@ -56,7 +56,7 @@ class FakeScheduler:
     def run(self, job_id, monkeypatch, node_env=ENV):
         """The task `job_id` runs on a node: returns run_cell_job's answer; the job then leaves the queue."""
         job = dict(self.jobs)[job_id]
-        monkeypatch.setattr(slurm, "node_environment", lambda python, device: dict(node_env))
+        monkeypatch.setattr(slurm_task, "node_environment", lambda python, device: dict(node_env))
         monkeypatch.setattr(launch, "SubprocessLauncher", OkLauncher)
         monkeypatch.setattr(launch, "ForkLauncher", OkLauncher)
         monkeypatch.setenv("SLURM_ARRAY_JOB_ID", job_id.split("_")[0])
@@ -341,7 +341,7 @@ def test_a_task_stopped_by_the_scheduler_says_why_and_a_resubmission_takes_a_new
     run_dir = slurm.submit_run(m, ENV, tmp_path, "r", sched, settings=slurm.SlurmSettings(time_min=7))
     job_id, job = sched.jobs[0]
     monkeypatch.setattr(SignalledLauncher, "sig", sig)
-    monkeypatch.setattr(slurm, "node_environment", lambda python, device: {**ENV, "hostname": "node7"})
+    monkeypatch.setattr(slurm_task, "node_environment", lambda python, device: {**ENV, "hostname": "node7"})
     monkeypatch.setattr(launch, "ForkLauncher", SignalledLauncher)
     monkeypatch.setattr(launch, "SubprocessLauncher", SignalledLauncher)
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "100")

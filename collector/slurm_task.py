@@ -1,0 +1,151 @@
+"""What one SLURM array task does on its node (`run_cell_job`, submitted by collector/slurm.py):
+probe the node's environment and compare it with the run's (a node that differs writes nothing
+unless the run allows mixing), claim the cell (a second task given the same cell leaves it),
+measure it exactly as locally (collector.runner.measure_cell: its cold process and replicates;
+with the fork launcher one fork parent per task, started while the probe runs), write its row
+atomically and release the claim. A stop by the scheduler leaves a record of why
+(collector/slurm_status.py reads it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector import envinfo
+from collector.slurm_status import TIMED_OUT, record_stop
+from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
+from collector.store import RunStore
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What one array task needs: where the run is, the matrix, its cell, the run's environment."""
+
+    run_dir: str
+    run_id: str
+    matrix: dict
+    cell_id: str
+    environment: dict
+    allow_mixed: bool = False
+    python: str = sys.executable
+    launcher: str = "fork" if hasattr(os, "fork") else "exec"  # how the task starts the cell's processes
+    time_limit_min: int | None = None  # the task's limit, for the record of a task that reached it
+
+
+def _job_id() -> str | None:
+    """This task's id as squeue prints it (`<array job>_<task>`), or the plain job id."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def node_environment(python: str, device: str) -> dict:
+    return envinfo.probe_in(python, device)
+
+
+def first_node_environment(store: RunStore, env: dict) -> dict:
+    """The run's environment as the first node that ran wrote it (created with O_EXCL: of two
+    first nodes one wins, the other reads it)."""
+    path = store.run_dir / "node-environment.json"
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        for _ in range(50):  # the winner may still be writing it
+            try:
+                return json.loads(path.read_text())
+            except ValueError:
+                time.sleep(0.1)
+        return json.loads(path.read_text())
+    with os.fdopen(fd, "w") as fh:
+        json.dump({k: env.get(k) for k in ENV_KEYS + ("hostname",)}, fh)
+    return env
+
+
+def run_cell_job(job: CellJob) -> str:
+    """Runs on the node. Returns what happened: the row's status, 'claimed elsewhere', or
+    'refused: ...' (a node whose environment differs from the run's writes nothing)."""
+    from collector import launch
+    from collector.matrix import Matrix
+
+    store = RunStore(Path(job.run_dir))
+    matrix = Matrix.from_json(job.matrix)
+    cell = next(c for c in matrix.cells if c.cell_id == job.cell_id)
+    launcher = (launch.ForkLauncher(job.python, device=job.environment["device"]) if job.launcher == "fork"
+                else launch.SubprocessLauncher(job.python))
+    # the node's probe runs in a thread while this one starts the fork parent: one import of torch
+    # less before the first cell. Not the other way round: the parent dies with the thread that
+    # started it (PR_SET_PDEATHSIG belongs to the thread), and this thread lives as long as the task.
+    probed: dict = {}
+
+    def probe():
+        try:
+            probed["env"] = node_environment(job.python, job.environment["device"])
+        except BaseException as exc:  # raised below, in this thread
+            probed["error"] = exc
+
+    early = threading.Thread(target=probe, name="tcb-node-probe", daemon=True)
+    early.start()
+    try:
+        launcher.prepare(store.logs_dir)
+        early.join()
+        if "error" in probed:
+            raise probed["error"]
+        env = probed["env"]
+        expected = dict(job.environment)
+        if expected.get("device_name") is None:  # submitted from a host without the device: the first
+            expected = first_node_environment(store, env)  # node to run fixes the run's GPU model
+        differ = [f"{k}: run {expected.get(k)!r}, node {env.get(k)!r}" for k in ENV_KEYS
+                  if expected.get(k) != env.get(k)]
+        if differ and not job.allow_mixed:
+            note = store.logs_dir / f"{job.cell_id}.refused"
+            note.write_text(f"node {env.get('hostname')} (job {_job_id()}) refused to write: {'; '.join(differ)}\n")
+            return f"refused: {'; '.join(differ)}"
+        if not store.claim(job.cell_id, {"job_id": _job_id()}):
+            return "claimed elsewhere"
+        try:
+            return _measure_claimed(job, store, matrix, cell, env, launcher)
+        finally:
+            store.release(job.cell_id)
+    finally:
+        early.join()
+        launcher.close()  # the task's fork parent, if it has one
+
+
+def _measure_claimed(job: CellJob, store: RunStore, matrix, cell, env: dict, launcher) -> str:
+    """Measure the claimed cell and write its row; the scheduler's stop signals recorded.
+    The scheduler stops a task with SIGTERM (scancel, preemption) or, before its time limit,
+    submitit's SIGUSR2; submitit itself lets SIGTERM pass (a requeue), and SLURM signals the
+    cell's processes too. A cell stopped that way did not crash: no row, the claim released, a
+    record of why (logs/<cell>.stopped: timed out with its limit, or cancelled or preempted),
+    so `status` says so and a resubmission measures it."""
+    from collector import stop as stop_mod
+    from collector.runner import measure_cell
+
+    got: list[int] = []
+
+    def stop(sig, frame):
+        got.append(sig)
+        stop_mod.interrupt(sig, frame)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    stop_mod.INTERRUPTED.clear()
+    try:
+        row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
+        stop_mod.check_interrupted()
+        store.write_row(row)
+        return row["status"]
+    except KeyboardInterrupt:
+        reason = TIMED_OUT if signal.SIGUSR2 in got else "cancelled or preempted"
+        record_stop(store, job.cell_id, reason, job_id=_job_id(), host=env.get("hostname"),
+                    time_limit_min=job.time_limit_min, signal=signal.Signals(got[0]).name if got else None)
+        return f"stopped by the scheduler: {reason} (no row written)"
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
