@@ -124,6 +124,7 @@ def test_within_tolerance_rule():
     assert not accuracy._within(float("nan"), 0.1, 0.05)
 
 
+@pytest.mark.compile
 def test_aot_inductor_cell_exports_compiles_loads_and_checks():
     """Mode aot-inductor on the CPU for real: torch.export + AOTInductor package + load, stage times
     recorded and inside the first compiled call, outputs checked against float64."""
@@ -147,6 +148,7 @@ def test_a_model_torch_export_rejects_is_an_export_error(monkeypatch):
     assert result["first_call_eager_s"] > 0
 
 
+@pytest.mark.compile
 def test_portable_cache_artifacts_are_saved_and_loaded(tmp_path):
     """The cold process saves torch.compiler cache artifacts; a process with an empty cache
     directory loads them before its first compiled call (here in-process, on the CPU)."""
@@ -176,6 +178,7 @@ def test_dynamic_setting_reaches_torch_compile(monkeypatch):
         assert seen[-1] is expected
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("dynamic, recompiles", [("false", 3), ("auto", 1), ("true", 0)])
 def test_recompile_sweep_counts_what_dynamic_shapes_cost(monkeypatch, dynamic, recompiles):
     """After timing, the compiled step at x2, x4 and /2 the batch size in the same process: static
@@ -378,6 +381,7 @@ def test_a_fixed_cost_above_the_target_never_plants_nothing():
     assert delay == pytest.approx(0.5) and fit["fallback"].startswith("fixed cost")
 
 
+@pytest.mark.compile
 def test_host_hygiene_kills_the_compile_workers_instead_of_waiting_for_them(tmp_path):
     """Inductor's pool shutdown waits for its workers (7-12 s a process on the H200 host, where
     they were still starting); the hygiene kills them first. Run in a fresh process: a real pool

@@ -222,6 +222,7 @@ def test_a_stop_during_compaction_finishes_run_json_then_exits_with_the_message(
     assert manifest["sessions"][-1]["finished_at"] and manifest["sessions"][-1]["cells_measured"] == 4
 
 
+@pytest.mark.slow
 def test_random_stops_all_exit_130_and_lose_nothing(tmp_path):
     got = signal_and_resume(tmp_path, points=8, seed=1)
     assert got["bad_stops"] == [] and got["temporaries"] == [] and got["unfinished_sessions"] == 0
@@ -313,6 +314,7 @@ def test_a_merge_onto_a_full_disk_leaves_no_half_file_and_resumes_once_there_is_
         assert len(list((disk / "all" / "cells").glob("*.parquet"))) == n
 
 
+@pytest.mark.slow
 def test_a_fifo_among_the_cells_is_measured_again_not_waited_on(tmp_path):
     out = tmp_path / "o"
     (out / "d" / "cells").mkdir(parents=True)

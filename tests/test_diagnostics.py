@@ -22,6 +22,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.mark.compile
 def test_counts_graph_breaks_with_reasons_and_graphs():
     def f(x):
         y = torch.sin(x) + 1
@@ -50,6 +51,7 @@ def test_differences_exclude_what_happened_before_the_snapshot():
     assert found["recompile_count"] == 0
 
 
+@pytest.mark.compile
 def test_recompile_counted_with_its_reason():
     def h(x):
         return x * 2
@@ -65,6 +67,7 @@ def test_recompile_counted_with_its_reason():
     assert found["graph_count"] == 2
 
 
+@pytest.mark.compile
 def test_compile_split_in_seconds_from_inductor():
     def k(x):
         return torch.relu(x) @ x.T
@@ -78,6 +81,7 @@ def test_compile_split_in_seconds_from_inductor():
     assert json.loads(row["compile_split_json"])["dynamo"] == pytest.approx(split["dynamo"])
 
 
+@pytest.mark.compile
 def test_kernel_count_from_inductor_and_the_same_when_compiled_again():
     def k(x):
         return torch.relu(x).sum(1) * 2, x.cos()
@@ -153,6 +157,7 @@ def test_silent_cudagraph_skips_are_counted_as_unlogged_not_dropped():
     assert found["cudagraph_skip_reasons"] == {diagnostics.UNLOGGED: 1}
 
 
+@pytest.mark.compile
 def test_activity_changes_only_when_something_compiles():
     """The cell's warm-up stops once a call leaves Dynamo's counters unchanged."""
     torch._dynamo.reset()

@@ -28,6 +28,7 @@ def _close(a, b):
     return a == b
 
 
+@pytest.mark.slow  # a render per published example (16 s together): the full suite, not test-fast
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_a_published_example_re_renders_as_committed(name, tmp_path):
     args = ["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path)]

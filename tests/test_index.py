@@ -12,6 +12,7 @@ from analysis.load import DataError
 from conftest import ROOT
 
 
+@pytest.mark.slow
 def test_the_default_report_renders_the_published_examples_and_an_index(tmp_path, capsys):
     assert analysis_main(["--out", str(tmp_path), "--reps", "50"]) == 0
     pub = index.published()

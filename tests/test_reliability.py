@@ -21,6 +21,7 @@ from collector.faults import MATRIX, fake_python, kill_and_resume
 from conftest import ROOT
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path):
     got = kill_and_resume(tmp_path, points=5)
     assert got["on_disk"] == got["expected"] == 16

@@ -59,7 +59,8 @@ def test_one_file_with_a_text_schema_version_leaves_the_others_alone(fixture_cop
     assert "2 input file(s) were skipped" in md and f"{len(files) - 2} cells" in md
 
 
-@pytest.mark.parametrize("content", [b"", b"[]", b"null", b"\x00\xff\xfe binary", b'{"sessions": 5}'])
+@pytest.mark.parametrize("content", [b"", b"\x00\xff\xfe binary"]  # the fast tier takes two, the suite all five
+                         + [pytest.param(c, marks=pytest.mark.slow) for c in (b"[]", b"null", b'{"sessions": 5}')])
 def test_a_bad_run_json_affects_its_own_run_only(fixture_copy, tmp_path, content):
     shutil.copytree(fixture_copy / RUN, fixture_copy / "other")
     (fixture_copy / "other" / "run.json").write_bytes(content)
@@ -219,6 +220,7 @@ def _kill_when_writing(cmd, out):
     return proc.returncode
 
 
+@pytest.mark.slow
 def test_killed_renders_never_leave_mixed_generations(fixture_copy, tmp_path):
     """SIGKILL right after a render wrote its first output (benchmarks/render_kill.py does it 20 times at
     random moments): every time, the four outputs describe one and the same set of cells, and the

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from analysis import stats
 
@@ -116,6 +117,7 @@ def _coverage(processes_as: int, sims: int = 400, between: float = 0.03, seed: i
     return float(np.mean((bounds[:, 0] <= true) & (true <= bounds[:, 1])))
 
 
+@pytest.mark.slow
 def test_two_level_interval_covers_95_percent_with_between_process_variance():
     """The claim behind every interval in a report: with real between-process variance, about
     95% of the process-level intervals cover the true speedup; the one-level block bootstrap

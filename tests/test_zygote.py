@@ -170,6 +170,7 @@ def test_the_exec_launcher_runs_the_same_target(tmp_path):
     assert got["status"] == "ok" and got["ppid"] == os.getpid() and "(forked)" not in log.read_text()
 
 
+@pytest.mark.compile
 def test_real_cell_through_the_fork_launcher(tmp_path):
     """The real path: torch and Inductor preloaded, three forked processes of one smoke cell, each
     compiling into the cell's own cache (the cold one from empty) and none into the parent's."""
