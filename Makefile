@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 # every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
 # typo that would otherwise be ignored silently
-KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS \
+KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS WARMUP \
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
   CANDIDATE ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
@@ -45,7 +45,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--plant-on,$(PLANT_ON)) \
   $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
-  $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--timeout,$(TIMEOUT)) \
+  $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--warmup-steps,$(WARMUP)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
@@ -67,7 +67,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  collect options: PRESET=auto|smoke|quick|default|shapes|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   DYNAMIC=auto,true,false"
-	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
+	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= WARMUP= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   PROCESSES=<n> (fresh processes timing each cell, default 3)"
 	@echo "                   PLANT_SLOWDOWN=<pct> (test option: slow each compiled step by pct%)"
 	@echo "                   PYTHONS=\"python3 [label=]/path/to/python ...\" (several torch versions, interleaved"

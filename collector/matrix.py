@@ -39,36 +39,37 @@ class Setting:
     must_match: bool = True  # a run resumed with another value is refused
     cli: str | None = None  # the collector's option, where it has one
     help: str = ""
+    make: str | None = None  # the Makefile's variable for `cli` (tests/test_matrix.py holds the Makefile to it)
 
 
 SETTINGS = (
-    Setting("blocks", int, 8, 1, 1000, cli="--blocks", help="timed blocks per side (alternating eager/compiled)"),
-    Setting("steps_per_block", int, 5, 1, 10000, cli="--steps-per-block", help="samples per block (at least)"),
+    Setting("blocks", int, 8, 1, 1000, cli="--blocks", make="BLOCKS", help="timed blocks per side (alternating eager/compiled)"),
+    Setting("steps_per_block", int, 5, 1, 10000, cli="--steps-per-block", make="STEPS", help="samples per block (at least)"),
     Setting("min_block_ms", int, 100, 0, 60000, help="a block lasts at least this long"),
     Setting("min_sample_ms", int, 2, 0, 1000, help="a sample lasts at least this long (steps per sample)"),
-    Setting("warmup_steps", int, 3, 0, 1000, cli="--warmup-steps", help="untimed steps per side before timing"),
+    Setting("warmup_steps", int, 3, 0, 1000, cli="--warmup-steps", make="WARMUP", help="untimed steps per side before timing"),
     Setting("max_warmup_calls", int, 10, 3, 1000, must_match=False,
             help="compiled calls allowed until no compile event occurs"),
-    Setting("timeout_s", int, 900, 1, 24 * 3600, must_match=False, cli="--timeout", help="seconds per cell process"),
+    Setting("timeout_s", int, 900, 1, 24 * 3600, must_match=False, cli="--timeout", make="TIMEOUT", help="seconds per cell process"),
     Setting("seed", int, 0, 0, 2**31 - 1, help="model and input seed"),
     # fresh processes that time each cell: the cold-compile one plus processes - 1 on its warm
     # cache (the process is the unit of repetition: docs/measurement.md)
-    Setting("processes", int, 3, 1, 50, cli="--processes",
+    Setting("processes", int, 3, 1, 50, cli="--processes", make="PROCESSES",
             help="fresh processes that time each cell: the cold-compile one plus N-1 on its warm cache "
                  "(default 3; the process is the unit of repetition, docs/measurement.md)"),
     # test option: extra work after each compiled step worth this % of its median (0: none)
-    Setting("plant_slowdown_pct", int, 0, 0, 100, cli="--plant-slowdown",
+    Setting("plant_slowdown_pct", int, 0, 0, 100, cli="--plant-slowdown", make="PLANT_SLOWDOWN",
             help="test option: add work worth PCT%% of the compiled step after each compiled step (a host busy "
                  "wait, plus the same GPU time on a GPU), to check that a comparison calls a change of known size"),
-    Setting("warm_compile", bool, True, must_match=False, cli="--warm-compile",
+    Setting("warm_compile", bool, True, must_match=False, cli="--warm-compile", make="WARM_COMPILE",
             help="also time compilation with a warm cache in a second process (default 1)"),
-    Setting("portable_cache", bool, False, must_match=False, cli="--portable-cache",
+    Setting("portable_cache", bool, False, must_match=False, cli="--portable-cache", make="PORTABLE",
             help="also time a third process that loads the cold compile's portable cache artifacts into an "
                  "empty cache directory (torch.compiler.save/load_cache_artifacts; default 0)"),
-    Setting("recompile_sweep", bool, False, must_match=False, cli="--recompile-sweep",
+    Setting("recompile_sweep", bool, False, must_match=False, cli="--recompile-sweep", make="SWEEP",
             help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size in the "
                  "same process and record the first calls and recompiles (default 0)"),
-    Setting("tf32", bool, False, cli="--tf32", help="TF32 for float32 matmuls and convolutions (default 0)"),
+    Setting("tf32", bool, False, cli="--tf32", make="TF32", help="TF32 for float32 matmuls and convolutions (default 0)"),
 )
 # protocol key -> (type, minimum, maximum), for validation
 PROTOCOL = {s.name: (s.kind, s.lo, s.hi) for s in SETTINGS}
