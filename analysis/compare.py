@@ -304,7 +304,6 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   sum(calls["speedup"][i].call == "regressed" for i in ids)))
         what = "inference" if phase == "infer" else "training"
         scope_txt = ("" if scope == "model" else ", whole-step compile") + (f", {dtype}" if len(dtypes) > 1 else "")
-        big = abs(np.log(c_point)) >= small
         e_reps = np.exp(np.mean([fam["eager"][i] for i in ids], axis=0))
         e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
         e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
@@ -314,23 +313,26 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         eager_with = (((e_hi < 1 and c_point < 1) or (e_lo > 1 and c_point > 1))
                       and abs(np.log(e_point)) >= max(small, 0.5 * abs(np.log(c_point))))
         single = sum(i not in callable_ids for i in ids)
+        # the group's compiled change is called by the one rule (estimates.call_rule), on its interval
+        group = est.call_rule(c_point, c_lo, c_hi, min_effect, est.QUANTITIES["compiled"][1],
+                              "timed in one process" if single else None)
         if single:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
                             f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
                             f"but {single} of these cells were timed in one process in a run: the interval "
                             "holds within-process noise only, so no change is called.")
-        elif (c_lo > 1 or c_hi < 1) and not big:
+        elif group == est.BELOW_MIN:
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
                             f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
                             f"less than the {min_effect * 100:g}% minimum effect: not a meaningful change.")
-        elif (c_lo > 1 or c_hi < 1) and eager_with:
+        elif group in (est.IMPROVED, est.REGRESSED) and eager_with:
             # eager moved the same way, significantly: the host (or a shared library) changed,
             # not what compiling buys; say so instead of "compiled is x% faster"
             headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
                             f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
                             f"but eager moved with it: what changed is common to both sides (the machine, its "
                             f"load, or a library both use), not the compile; read the speedup change.")
-        elif c_lo > 1 or c_hi < 1:
+        elif group in (est.IMPROVED, est.REGRESSED):
             # one sign convention everywhere: the change in step time, B against A, as in the tables
             headline.append(f"Compiled {what} ({mode}{scope_txt}) got {'faster' if c_point < 1 else 'slower'} in "
                             f"{b.run_id}: step time {_pct(c_point)} against {a.run_id} (95% CI {_pct(c_lo)} to "
