@@ -126,7 +126,7 @@ def _measure_claimed(job: CellJob, store: RunStore, matrix, cell, env: dict, lau
     record of why (logs/<cell>.stopped: timed out with its limit, or cancelled or preempted),
     so `status` says so and a resubmission measures it."""
     from collector import stop as stop_mod
-    from collector.runner import measure_cell
+    from collector.cell_measure import measure_cell
 
     got: list[int] = []
 

@@ -21,8 +21,10 @@ from collector import runner, stop
 from collector.__main__ import main as collector_main
 from collector.__main__ import parse_models
 from collector.cell import classify
-from collector.launch import LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, SubprocessLauncher, _tail
-from collector.runner import collect, measure_cell, size_note
+from collector.cell_output import LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, _tail
+from collector.launch import SubprocessLauncher
+from collector.cell_measure import measure_cell
+from collector.runner import collect, size_note
 from conftest import ROOT
 from test_report_robustness import _tmpfs
 

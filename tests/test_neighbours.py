@@ -12,7 +12,7 @@ import pytest
 from collector import matrix as mx
 from collector import neighbours
 from collector.launch import LauncherBase
-from collector.runner import measure_cell
+from collector.cell_measure import measure_cell
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
 pytestmark = pytest.mark.skipif(not Path("/proc/self/ns/uts").exists(), reason="needs Linux /proc")

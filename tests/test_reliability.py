@@ -16,7 +16,8 @@ from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector import schema
 from collector.launch import SubprocessLauncher
-from collector.runner import RunError, collect, measure_cell
+from collector.cell_measure import measure_cell
+from collector.runner import RunError, collect
 from collector.faults import MATRIX, fake_python, kill_and_resume
 from conftest import ROOT
 

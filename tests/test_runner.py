@@ -12,7 +12,8 @@ import pytest
 from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector.launch import SubprocessLauncher
-from collector.runner import RunError, collect, measure_cell, run_lock
+from collector.cell_measure import measure_cell
+from collector.runner import RunError, collect, run_lock
 from collector.schema import COLUMNS
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}

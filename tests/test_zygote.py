@@ -176,7 +176,7 @@ def test_real_cell_through_the_fork_launcher(tmp_path):
     compiling into the cell's own cache (the cold one from empty) and none into the parent's."""
     pytest.importorskip("torch")
     from collector import matrix as mx
-    from collector.runner import measure_cell
+    from collector.cell_measure import measure_cell
 
     m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "blocks": 2})
     env = {"device": "cpu", "device_name": "cpu", "torch_version": "x", "hostname": "h"}

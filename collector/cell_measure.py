@@ -1,0 +1,170 @@
+"""One cell, measured: its cold process, then `processes - 1` replicate processes on its warm
+cache (or, with one process, the warm-cache compile alone), then the portable-cache one, each a
+fresh process the launcher starts (collector/launch.py); the samples joined process-major into one
+complete row (collector/schema.py), with what else measured on the host meanwhile
+(collector/neighbours.py). Every executor measures a cell through `measure_cell`: the local
+scheduler (collector/runner.py) and a SLURM task (collector/slurm_task.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from collector import modes, neighbours, schema
+from collector.job import Job, Layout
+from collector.launch import Launcher
+from collector.matrix import Cell, Matrix
+from collector.stop import check_interrupted
+from collector.store import _now
+from collector.workers import Worker
+
+
+def dir_bytes(path: Path) -> int | None:
+    """Total size of the files under `path` (None if it does not exist)."""
+    if not path.exists():
+        return None
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
+def cell_spec(cell: Cell, matrix: Matrix, device: str, kind: str = "cold", **extra) -> dict:
+    """The job (collector.job.Job) for one process of `cell`, as the JSON the child reads."""
+    return Job(kind=kind, cell=cell, protocol=matrix.protocol, device=device, **extra).to_json()
+
+
+SAMPLE_LISTS = ("eager_step_ms", "compiled_step_ms", "eager_enqueue_ms", "compiled_enqueue_ms",
+                "eager_block_wall_ms", "compiled_block_wall_ms")
+PEAKS = ("eager_peak_allocated_bytes", "eager_peak_reserved_bytes", "compiled_peak_allocated_bytes",
+         "compiled_peak_reserved_bytes")
+
+
+def add_replicate(result: dict, rep: dict, index: int) -> str | None:
+    """Append a replicate process's samples to the cell's `result` (process-major); returns why
+    it was not used, or None. A replicate whose sample counts differ from the cold process's is
+    refused: every process must have one block layout."""
+    if rep.get("status") != "ok":
+        first = (rep.get("error") or "").strip().splitlines()
+        return f"process {index + 1}: {rep.get('status')}: {first[0] if first else 'no error text'}"[:300]
+    per = result.get("processes") or 1
+    for col in SAMPLE_LISTS:
+        mine, theirs = result.get(col), rep.get(col)
+        if mine is None and theirs is None:
+            continue
+        if mine is None or theirs is None or len(theirs) * per != len(mine):
+            return f"process {index + 1}: {col} has {len(theirs or [])} samples, the cold process {len(mine or [])}"
+    for col in SAMPLE_LISTS:
+        if result.get(col) is not None:
+            result[col] = list(result[col]) + list(rep[col])
+    for col in PEAKS:
+        if rep.get(col) is not None:
+            result[col] = max(result.get(col) or 0, rep[col])
+    result["processes"] = per + 1
+    return None
+
+
+def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
+                 launcher: Launcher, clock: Callable[[], float] = time.monotonic,
+                 worker: Worker = Worker(), concurrent: int = 1) -> dict:
+    """Run one cell and return its complete row (_measure_cell). `concurrent`: the cells this
+    collector runs at once (its GPU workers); the row's concurrent_cells adds the most cells seen
+    measuring at once on this host outside this collector (a shard, another collector, SLURM
+    tasks on one node: collector/neighbours.py)."""
+    with neighbours.Watch() as seen:
+        row = _measure_cell(cell, matrix, env, run_id, run_dir, launcher, clock, worker)
+    row["concurrent_cells"] = concurrent + seen.most
+    return row
+
+
+def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
+                  launcher: Launcher, clock: Callable[[], float], worker: Worker) -> dict:
+    """The cold process, then `processes - 1` replicate processes on its warm cache (each a fresh
+    process that times the cell again), or, with one process, the warm-cache compile alone if
+    asked; then the portable-cache one."""
+    started, t0 = _now(), clock()
+    cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
+    log_path = run_dir / "logs" / f"{cell.cell_id}.log"
+    proto = matrix.protocol
+
+    def run_job(spec: dict, cache: Path) -> dict:
+        check_interrupted()
+        got = launcher.run(spec, cache, log_path, proto.timeout_s)
+        check_interrupted()
+        return got
+
+    try:
+        portable = cache_dir / "portable-cache.bin"
+        mode = modes.spec(cell.mode)
+        portable_wanted = proto.portable_cache and mode.portable_cache
+        extra = {"portable_path": str(portable)} if portable_wanted else {}
+        p0 = clock()
+        result = run_job(cell_spec(cell, matrix, env["device"], **extra), cache_dir)
+        walls = [clock() - p0]
+        if mode.compiles:
+            result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
+            result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
+        timed_ok = result.get("status") in ("ok", "accuracy_fail") and result.get("eager_step_ms")
+        compiled_ok = mode.compiles and result.get("status") in ("ok", "accuracy_fail")
+        if timed_ok:
+            result["processes"] = 1
+        errors, warm_firsts = [], []
+        if timed_ok and proto.processes > 1:
+            layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
+                            result.get("steps_per_sample") or 1, result.get("planted_delay_ms"))
+            for i in range(1, proto.processes):
+                p0 = clock()
+                rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i, layout=layout),
+                              cache_dir)
+                walls.append(clock() - p0)
+                why = add_replicate(result, rep, i)
+                if why:
+                    errors.append(why)
+                elif rep.get("warm_first_call_compiled_s") is not None:
+                    warm_firsts.append(rep["warm_first_call_compiled_s"])
+            if warm_firsts:  # every replicate compiled from the warm cache: their median
+                result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
+        elif proto.warm_compile and compiled_ok:
+            p0 = clock()
+            warm = run_job(cell_spec(cell, matrix, env["device"], kind="warm"), cache_dir)
+            walls.append(clock() - p0)
+            if warm.get("status") == "ok":
+                result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
+                result["warm_compile_dynamo_s"] = warm.get("warm_compile_dynamo_s")
+        if portable_wanted and compiled_ok and portable.exists():
+            empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
+            try:
+                p0 = clock()
+                got = run_job(cell_spec(cell, matrix, env["device"], kind="portable", portable_from=str(portable)),
+                              empty)
+                walls.append(clock() - p0)
+            finally:
+                shutil.rmtree(empty, ignore_errors=True)
+            if got.get("status") == "ok":
+                result["portable_first_call_compiled_s"] = got.get("portable_first_call_compiled_s")
+                result["portable_load_s"] = got.get("portable_load_s")
+        result["process_wall_s"] = walls
+        if errors:
+            result["process_errors"] = "; ".join(errors)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    result = {k: v for k, v in result.items() if k in schema.COLUMNS}
+    return schema.make_row({
+        **result, "run_id": run_id, "cell_id": cell.cell_id, **asdict(cell),
+        "tf32": proto.tf32, "device": env["device"], "device_name": env["device_name"],
+        "torch_version": env["torch_version"], "hostname": env["hostname"],
+        "started_at": started, "cell_wall_s": clock() - t0,
+        "gpu_index": worker.gpu,
+        "blocks": proto.blocks,
+        "steps_per_block": result.get("steps_per_block", proto.steps_per_block),
+        "status": result.get("status", "crashed"),
+    })
