@@ -281,6 +281,10 @@ def main(argv=None) -> int:
     saved = _submissions(run_dir)
     settings = SlurmSettings(**saved.get("settings", {}))
     if args.cmd == "status" and args.time_min is not None:
+        if not args.resubmit:
+            print("error: --slurm-time sets the limit of resubmitted tasks: it goes with --resubmit "
+                  "(make collect-status RUN=... RESUBMIT=1 SLURM_TIME=<minutes>)", file=sys.stderr)
+            return 2
         if args.time_min < 1:
             print(f"error: --slurm-time must be 1 minute or more, got {args.time_min}", file=sys.stderr)
             return 2

@@ -558,3 +558,10 @@ def test_a_shard_submitted_to_slurm_writes_to_its_shard_folder(tmp_path, monkeyp
     req = executors.Request(preset="smoke", overrides={"models": ["mlp"]}, pythons=[(None, sys.executable)],
                             out=tmp_path, run_id="ss", shard=(1, 2), slurm={"time_min": 5})
     assert executors.SlurmExecutor().execute(req) == 0 and seen["run_id"] == "ss-shard1of2"
+
+
+def test_a_new_time_limit_without_resubmit_is_refused_by_name(tmp_path):
+    m = _matrix()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", FakeScheduler())
+    assert slurm.main(["status", str(run_dir), "--slurm-time", "5"]) == 2
+    assert slurm.main(["status", str(run_dir), "--resubmit", "--slurm-time", "0"]) == 2
