@@ -162,6 +162,7 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         lock = threading.Lock()
         stop = threading.Event()
         failure: list[BaseException] = []
+        noted: list[str] = []  # the first cell measured beside another collector's (said once)
         # launchers[worker][target]
         launchers = [[t.launcher for t in targets]] if workers == [Worker()] else \
             [[t.launcher.for_worker(w) for t in targets] for w in workers]
@@ -199,6 +200,12 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                                    "fix the cause and run the same command to resume") from None
                 with lock:
                     progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None, k=k)
+                    beside = (row.get("concurrent_cells") or 1) - len(workers)
+                    if beside > 0 and not noted:  # once: another collector, shard or task on this host
+                        noted.append(cell.cell_id)
+                        print(f"note: {beside} cell(s) of another collector were measuring on this host beside "
+                              f"{cell.cell_id}; its row says so (concurrent_cells {row['concurrent_cells']}) and the "
+                              "report will; for clean timings measure one collector at a time", file=out, flush=True)
 
         def guarded(worker: Worker, own: list) -> None:
             try:

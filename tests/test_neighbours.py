@@ -115,3 +115,17 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
     assert provenance.collection_notes(local, gpus)[0].startswith(
         "2 of 2 cells were measured with up to 2 cells running at once on this host, one per GPU")
     assert provenance.several_machines(run, rows) and not provenance.several_machines(local, gpus)
+
+
+def test_the_collector_says_once_when_another_collectors_cell_measures_beside_its_own(tmp_path, reaper, monkeypatch):
+    import io
+
+    from collector.runner import collect
+
+    monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
+    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1})
+    out = io.StringIO()
+    collect(m, ENV, tmp_path, "r", SlowLauncher(), out=out)
+    notes = [ln for ln in out.getvalue().splitlines() if ln.startswith("note: 1 cell(s) of another collector")]
+    assert len(notes) == 1 and len(m.cells) > 1, out.getvalue()
