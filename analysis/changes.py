@@ -149,6 +149,13 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         out.append(f"Collected by different collector code (source hash A {', '.join(sorted(sa))}, B "
                    f"{', '.join(sorted(sb))}): a change of protocol moves figures the way a new torch would "
                    "(docs/comparison.md, 'Across machines and collector versions').")
+    moved = [p for p in pairs if (p.get("beside_a") or 1) != (p.get("beside_b") or 1)]
+    if moved:
+        ex = moved[0]
+        out.append(f"In {len(moved)} of {len(pairs)} cells the runs differ in how many cells measured at once on the "
+                   f"host (concurrent_cells: e.g. {ex['cell_id']} A {ex.get('beside_a') or 1}, B "
+                   f"{ex.get('beside_b') or 1}; GPU workers, shards or SLURM tasks on one node): a neighbour "
+                   "slows launch-bound steps the way a new torch could; compare them with care.")
     lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
     if lb:
         out.append(f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "

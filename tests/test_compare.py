@@ -370,3 +370,20 @@ def test_the_welch_check_on_committed_runs():
     assert aa[2:] == (8, 8, 7, 0, 1)
     cells, now0, welch0, now_called, welch_called = planted[2:]
     assert cells == 8 and now_called >= 1 and welch_called >= now_called and welch0 <= now0
+
+
+def test_cells_measured_beside_others_in_one_run_only_are_a_caveat(tmp_path):
+    """Co-location (concurrent_cells) that differs between the runs is said; the same in both is not."""
+    def caveats(beside_b):
+        root = tmp_path / f"b{beside_b}"
+        rng = np.random.default_rng(3)
+        write_run(root, "A", cells(n=4), rng)
+        write_run(root, "B", cells(n=4), rng, diag={c: {"concurrent_cells": beside_b} for c in list(cells(n=4))[:3]})
+        runs = {r.run_id: r for r in discover_runs(root)}
+        loaded = load(list(runs.values()))
+        prepare(loaded)
+        return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x").caveats
+
+    said = [c for c in caveats(2) if c.startswith("In 3 of 8 cells the runs differ in how many cells measured at once")]
+    assert len(said) == 1 and "A 1, B 2" in said[0]
+    assert not any("measured at once" in c for c in caveats(1))

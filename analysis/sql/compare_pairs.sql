@@ -10,6 +10,7 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.compiled_peak_allocated_bytes AS mem_a, b.compiled_peak_allocated_bytes AS mem_b,
        a.error AS error_a, b.error AS error_b,
        a.eager_launch_bound AS eager_lb_a, b.eager_launch_bound AS eager_lb_b,
+       a.concurrent_cells AS beside_a, b.concurrent_cells AS beside_b,
        a.compiled_launch_bound AS compiled_lb_a, b.compiled_launch_bound AS compiled_lb_b,
        a.graph_count AS graphs_a, b.graph_count AS graphs_b,
        a.kernel_count AS kernels_a, b.kernel_count AS kernels_b,
