@@ -6,7 +6,8 @@
 Every cell it finishes is appended to $FAKE_CELL_LEDGER (one cell id per line), so a test can
 count how often each cell was measured. $FAKE_CELL_PRINT_MB prints that many MiB first (a cell
 that floods its log); $FAKE_CELL_ABORT prints that text and aborts without a result (a native
-crash, e.g. std::bad_alloc). $FAKE_PROBE_SECONDS makes the environment probe take that long.
+crash, e.g. std::bad_alloc). $FAKE_PROBE_SECONDS makes the environment probe take that long; $FAKE_PROBE_FAIL_IN_SLURM
+makes it fail inside a SLURM job (a broken node; the submitting host's probe still answers).
 """
 import json
 import os
@@ -18,6 +19,8 @@ import time
 args = sys.argv[1:]
 if args[:2] == ["-m", "collector.envinfo"]:
     time.sleep(float(os.environ.get("FAKE_PROBE_SECONDS", 0)))  # a slow probe (importing torch)
+    if os.environ.get("FAKE_PROBE_FAIL_IN_SLURM") and os.environ.get("SLURM_JOB_ID"):
+        sys.exit("fake_python: this node's torch does not import")  # a broken node, not the submitter
     print(json.dumps({"device": "cpu", "device_name": "Fake CPU", "gpu_name": None, "torch_version": "0.0+fake",
                       "hostname": socket.gethostname(), "cpu_model": "Fake CPU", "cpu_count": 1}))
 elif args[:2] == ["-m", "collector.cell"]:

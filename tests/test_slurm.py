@@ -491,6 +491,21 @@ def test_real_time_limit_is_reported_and_a_resubmission_with_more_time_finishes(
     assert subs["settings"]["time_min"] == 3 and len(next(iter(subs["cells"].values()))["attempts"]) == 2
 
 
+def test_real_task_that_raises_is_reported_crashed_with_its_last_line(tmp_path):
+    """A node whose probe fails: the task raises, submitit records the error in its result file,
+    and status says crashed with the error's last line (not just lost)."""
+    _need_slurm()
+    os.environ["FAKE_PROBE_FAIL_IN_SLURM"] = "1"
+    try:
+        proc = _collect_fake(tmp_path, "x", 1, "--slurm-time", "5", "--modes", "default")
+    finally:
+        del os.environ["FAKE_PROBE_FAIL_IN_SLURM"]
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "x", lambda s: s["counts"].get("crashed") == 1, timeout=120)
+    (state,) = st["cells"].values()
+    assert state.startswith("crashed (job ") and "this node's torch does not import" in state, state
+
+
 def test_real_ctrl_c_while_sbatch_answers_leaves_no_job_and_no_traceback(tmp_path):
     """sbatch queues the array, then is slow to answer (a wrapper on PATH); Ctrl-C to the
     command's process group then: the array is cancelled by its name, one message, exit 130."""
