@@ -48,13 +48,17 @@ SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 ReturnToService=2
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd-%n.log
 NodeName=${HOST} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM} State=UNKNOWN
 CONF
 [ "$NODES" = 2 ] && echo "NodeName=node2 NodeAddr=10.77.0.2 NodeHostname=node2 CPUs=${CPUS} RealMemory=${MEM} State=UNKNOWN" >> /etc/slurm/slurm.conf
-echo "PartitionName=debug Nodes=${NODE_LIST} Default=YES MaxTime=INFINITE State=UP" >> /etc/slurm/slurm.conf
+echo "PartitionName=debug Nodes=${NODE_LIST} Default=YES MaxTime=INFINITE State=UP PriorityTier=1" >> /etc/slurm/slurm.conf
+# a job in `urgent` preempts (cancels) jobs of `debug` on the nodes it needs: the preemption test
+echo "PartitionName=urgent Nodes=${NODE_LIST} MaxTime=INFINITE State=UP PriorityTier=10 GraceTime=5" >> /etc/slurm/slurm.conf
 pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged 2>/dev/null || /usr/sbin/munged --force
 if pgrep -x slurmctld >/dev/null; then scontrol reconfigure >/dev/null 2>&1 || true; else /usr/sbin/slurmctld; fi
 pgrep -f "slurmd -N ${HOST}" >/dev/null || /usr/sbin/slurmd -N "${HOST}"
@@ -63,8 +67,8 @@ if [ "$NODES" = 2 ] && ! pgrep -f "slurmd -N node2" >/dev/null; then
   nsenter --net=/run/netns/tcbn2 unshare -u sh -c 'hostname node2 && exec /usr/sbin/slurmd -N node2'
 fi
 for i in $(seq 1 100); do
-  up=$(sinfo -h -N -o "%N %T" 2>/dev/null | grep -cE " (idle|mix|alloc)" || true)
-  if [ "$up" -ge "$NODES" ]; then echo "slurm up: ${NODES} node(s) ($(sinfo -h -N -o '%N %T' | tr '\n' ' '))"; exit 0; fi
+  up=$(sinfo -h -N -p debug -o "%N %T" 2>/dev/null | grep -cE " (idle|mix|alloc)" || true)
+  if [ "$up" -ge "$NODES" ]; then echo "slurm up: ${NODES} node(s) ($(sinfo -h -N -p debug -o '%N %T' | tr '\n' ' '))"; exit 0; fi
   sleep 0.2
 done
 echo "slurm did not come up"; sinfo -N || true; tail -20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd-*.log; exit 1

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from collector.slurm_status import SUBMISSIONS, format_status, sacct_states, status, to_resubmit, watch
+from collector.slurm_status import SUBMISSIONS, format_status, scheduler_record, status, to_resubmit, watch
 from collector.slurm_task import CellJob, run_cell_job
 from collector.slurm_status import submissions as _submissions
 from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
@@ -115,7 +115,7 @@ class SubmititExecutor:
         return squeue_states(job_ids)
 
     def accounting(self, job_ids: list[str]) -> dict[str, str]:
-        return sacct_states(job_ids)
+        return scheduler_record(job_ids)
 
     def cancel_name(self, name: str) -> None:
         """Cancel this user's jobs named `name`: an array sbatch queued but never reported (Ctrl-C)."""

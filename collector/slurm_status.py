@@ -5,11 +5,13 @@ or lost when nothing says.
 Where that comes from, first answer kept:
 1. the task's own record, `logs/<cell>.stopped` (JSON), written when the scheduler stopped it:
    submitit's SIGUSR2 before the time limit -> timed out (with the limit it had); SIGTERM ->
-   cancelled or preempted (scancel and preemption send the same signal; without accounting they
-   cannot be told apart);
-2. `sacct`, where the cluster keeps accounting (TIMEOUT, CANCELLED, PREEMPTED, NODE_FAIL,
-   FAILED, OUT_OF_MEMORY, ...); without accounting sacct fails and nothing is taken from it;
-3. submitit's result file of the task: an error there is a task that crashed (its last line);
+   cancelled or preempted (scancel and preemption send the same signal; the scheduler's record,
+   3., tells them apart where it has one);
+2. submitit's result file of the task: an error there is a task that raised (crashed, with the
+   error's last line);
+3. the scheduler's record of the finished job: `sacct` where the cluster keeps accounting, else
+   `scontrol show job`, which remembers a job for MinJobAge (300 s by default): TIMEOUT,
+   CANCELLED, PREEMPTED, NODE_FAIL, FAILED, OUT_OF_MEMORY, ...;
 4. a claim the task never released: the task was killed outright (SIGKILL, out of memory) or
    its node died -> node failure or killed;
 5. else lost.
@@ -62,6 +64,29 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
     return out
 
 
+def scontrol_states(job_ids: list[str]) -> dict[str, str]:
+    """job id -> final state from `scontrol show job`, which keeps a finished job for MinJobAge
+    (300 s by default) with or without accounting; {} where it knows none of them."""
+    out: dict[str, str] = {}
+    for array in sorted({j.split("_")[0] for j in job_ids}):
+        try:
+            proc = subprocess.run(["scontrol", "show", "job", "-o", array], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return out
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            key = f"{f['ArrayJobId']}_{f['ArrayTaskId']}" if f.get("ArrayTaskId") else f.get("JobId")
+            if key and f.get("JobState"):
+                out[key] = f["JobState"]
+    return out
+
+
+def scheduler_record(job_ids: list[str]) -> dict[str, str]:
+    """The scheduler's final states: sacct where the cluster keeps accounting, else scontrol's
+    memory of recent jobs."""
+    return sacct_states(job_ids) or scontrol_states(job_ids)
+
+
 def record_stop(store: RunStore, cell_id: str, reason: str, **info) -> None:
     from collector.store import write_json
 
@@ -87,19 +112,21 @@ def why_gone(run_dir: Path, cid: str, entry: dict, claims: dict, accounting: dic
         rec = json.loads((Path(run_dir) / "logs" / f"{cid}{STOPPED}").read_text())
     except (OSError, ValueError):
         rec = {}
+    state = accounting.get(job)
     if rec.get("job_id") == job and rec.get("reason"):
         where = f"job {job} on {rec.get('host', '?')}"
         if rec["reason"] == TIMED_OUT and rec.get("time_limit_min"):
             return f"{TIMED_OUT} (limit {rec['time_limit_min']} min; {where})"
+        if state in ("CANCELLED", "PREEMPTED"):  # the one signal told apart by the scheduler's record
+            return f"{SACCT[state]} ({where})"
         return f"{rec['reason']} ({where})"
-    state = accounting.get(job)
-    if state in SACCT:
-        return f"{SACCT[state]} (sacct: {state}, job {job})"
     sub = next((s for s in subs.get("submissions", []) if s.get("n") == entry.get("submission")), {})
     result = _task_result(Path(run_dir), sub, job) if job else None
-    if result and result[0] == "error":
+    if result and result[0] == "error":  # the task raised: its own last line says most
         last = [ln for ln in result[1].strip().splitlines() if ln.strip()]
         return f"{CRASHED} (job {job}: {last[-1][:160] if last else 'no traceback'})"
+    if state in SACCT:
+        return f"{SACCT[state]} (scheduler: {state}, job {job})"
     if claims.get(cid, {}).get("job_id") == job:
         return f"{NODE_FAILURE} (job {job} left its claim on {claims[cid].get('host', '?')}: killed or its node died)"
     return LOST

@@ -215,26 +215,26 @@ def _cells_and_statuses(data_dir, run_id):
 
 
 def test_real_slurm_run_of_the_smoke_preset_reports_what_a_local_run_reports(tmp_path):
-    """`make collect EXECUTOR=slurm PRESET=smoke` on the cluster, narrowed to the two training
-    cells of the default mode (the other real-cluster test measures inference cells): every
-    cell through sbatch (Inductor on the CPU), then the same cells measured locally; the report
-    reads the same cells with the same statuses from both."""
+    """`make collect EXECUTOR=slurm PRESET=smoke` on the cluster, narrowed to the MLP's training
+    cell of the default mode (the other real-cluster test measures inference cells): the cell
+    through sbatch (Inductor on the CPU), then the same cell measured locally; the report reads
+    the same cell with the same status from both."""
     _need_slurm()
     quick = ["--processes", "1", "--blocks", "2"]
-    cells = "*__train__*__default__*"
+    cells = "mlp__train__*__default__*"
     proc = subprocess.run(["make", "collect", "EXECUTOR=slurm", "PRESET=smoke", "RUN=sm", f"RUNS={tmp_path / 'slurm'}",
                            "PROCESSES=1", "BLOCKS=2", "SLURM_TIME=15", f"CELLS={cells}", f"PYTHON={sys.executable}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "submitted 2 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     st = _wait(tmp_path / "slurm" / "sm", lambda s: not (s["counts"].get("running") or s["counts"].get("queued")),
                timeout=600)
-    assert st["counts"] == {"done": 2}, st
+    assert st["counts"] == {"done": 1}, st
     local = subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", *quick, "--run-id", "sm",
                             "--cells", cells, "--out", str(tmp_path / "local")],
                            cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr
     got = _cells_and_statuses(tmp_path / "slurm", "sm")
-    assert len(got) == 2 and got == _cells_and_statuses(tmp_path / "local", "sm")
+    assert len(got) == 1 and got == _cells_and_statuses(tmp_path / "local", "sm")
 
 
 def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitted(tmp_path):
@@ -257,7 +257,8 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     _wait(run_dir, lambda s: list((run_dir / "claims").glob("*.claim")) != [], timeout=120)
     subprocess.run([sys.executable, "-m", "collector.slurm", "cancel", str(run_dir)], cwd=ROOT, check=True,
                    capture_output=True)
-    st = _wait(run_dir, lambda s: s["counts"].get("cancelled or preempted") == 1, timeout=120)
+    # the task's record says "cancelled or preempted"; scontrol's memory of the job tells which
+    st = _wait(run_dir, lambda s: s["counts"].get("cancelled") == 1, timeout=120)
     assert not list((run_dir / "cells").glob("*.parquet"))  # the cancelled cell wrote no row
     # the submitting command, run again, picks up where the run is: it queues the lost cell alone
     proc = _collect(["--modes", "default", "--run-id", "c"], tmp_path)
@@ -353,6 +354,9 @@ def test_a_task_stopped_by_the_scheduler_says_why_and_a_resubmission_takes_a_new
     assert not (run_dir / "cells" / f"{job.cell_id}.parquet").exists()
     st = slurm.status(run_dir, sched.states)
     assert st["cells"][job.cell_id] == reason + "node7)", st["cells"][job.cell_id]
+    if sig == signal.SIGTERM:  # the scheduler's record (sacct, or scontrol's memory) tells the two apart
+        told = slurm.status(run_dir, sched.states, lambda ids: {job_id: "PREEMPTED"})
+        assert told["cells"][job.cell_id] == "preempted (job 100_0 on node7)"
     subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
     slurm.submit_run(m, ENV, tmp_path, "r", sched, settings=slurm.SlurmSettings(time_min=20))
     new_id, again = sched.jobs[-1]
@@ -378,7 +382,7 @@ def test_sacct_and_submitit_results_say_why_where_the_task_left_no_record(tmp_pa
     with (folder / f"{b}_0_result.pkl").open("wb") as fh:  # submitit's own record of a task that raised
         pickle.dump(("error", "Traceback (most recent call last):\n  ...\nMemoryError: no room"), fh)
     st = slurm.status(run_dir, sched.states, lambda ids: {a: "TIMEOUT"})
-    assert st["cells"][ja.cell_id] == f"timed out (sacct: TIMEOUT, job {a})"
+    assert st["cells"][ja.cell_id] == f"timed out (scheduler: TIMEOUT, job {a})"
     assert st["cells"][jb.cell_id] == f"crashed (job {b}: MemoryError: no room)"
     assert st["cells"][jc.cell_id] == "lost"
     assert slurm.to_resubmit(st) == 3
@@ -504,6 +508,34 @@ def test_real_task_that_raises_is_reported_crashed_with_its_last_line(tmp_path):
     st = _wait(tmp_path / "x", lambda s: s["counts"].get("crashed") == 1, timeout=120)
     (state,) = st["cells"].values()
     assert state.startswith("crashed (job ") and "this node's torch does not import" in state, state
+
+
+def test_real_preempted_task_is_reported_preempted_and_resubmitted(tmp_path):
+    """A job of the higher-priority partition `urgent` (.ci/slurm-up.sh) takes the whole node a
+    cell's task runs on: SLURM cancels the task (PreemptMode=CANCEL); status says preempted (the
+    task's record, told apart from scancel by scontrol's record of the job), and RESUBMIT measures it."""
+    _need_slurm()
+    parts = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()
+    if "urgent" not in parts:
+        pytest.skip("no `urgent` partition (an older .ci/slurm-up.sh): run it again")
+    proc = _collect_fake(tmp_path, "p", 120, "--slurm-time", "5", "--modes", "default")
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    run_dir = tmp_path / "p"
+    _wait(run_dir, lambda s: list((run_dir / "claims").glob("*.claim")) != [], timeout=120)
+    (claim,) = (run_dir / "claims").glob("*.claim")
+    node = json.loads(claim.read_text())["host"]
+    urgent = subprocess.run(["sbatch", "-p", "urgent", "-w", node, "--exclusive", "-o", "/dev/null",
+                             "--wrap", "sleep 2"], capture_output=True, text=True)
+    assert urgent.returncode == 0, urgent.stderr
+    st = _wait(run_dir, lambda s: s["counts"].get("preempted") == 1, timeout=120)
+    (state,) = st["cells"].values()
+    (entry,) = json.loads((run_dir / "slurm" / "submissions.json").read_text())["cells"].values()
+    assert state == f"preempted (job {entry['job_id']} on {node})", state
+    env = {**os.environ, "FAKE_CELL_SECONDS": "1"}
+    again = subprocess.run([sys.executable, "-m", "collector.slurm", "status", str(run_dir), "--resubmit"],
+                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "submitted 1 cell(s)" in again.stdout, again.stdout + again.stderr
+    _wait(run_dir, lambda s: s["counts"].get("done") == 1, timeout=120)
 
 
 def test_real_ctrl_c_while_sbatch_answers_leaves_no_job_and_no_traceback(tmp_path):
