@@ -257,6 +257,7 @@ def test_builds_of_different_kinds_are_a_confounder_in_the_headline(tmp_path):
                for h in rep.headline)
 
 
+@pytest.mark.slow
 def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
     """The collector's source hash (run.json sessions) differs (a protocol change moves figures like a
     new torch): said; a hash in common, or none recorded in a run (older runs), says nothing."""

@@ -159,6 +159,7 @@ def test_full_output_disk_is_one_message_exit_3_and_no_half_report(fixture_copy,
     assert left == []  # neither a temporary file nor a truncated report
 
 
+@pytest.mark.slow
 def test_shipped_examples_pass_every_check():
     loaded, n = _count(ROOT / "data" / "examples")
     assert loaded.skipped == [] and n > 100
@@ -176,6 +177,7 @@ def _generation(out):
             "estimates.json": json.loads((d / "estimates.json").read_text())["status"]}
 
 
+@pytest.mark.slow
 def test_a_render_that_fails_midway_leaves_the_previous_generation_whole(fixture_copy, tmp_path, monkeypatch):
     """Every output of a report is written into a staging folder that replaces the old one in one step:
     a render stopped after report.md (an error here; a kill in the benchmark) changes nothing."""

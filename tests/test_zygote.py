@@ -53,6 +53,7 @@ def test_forked_processes_come_from_one_parent_with_their_own_cache(launcher, tm
                                    "parent_first_refusal": None, "fallback": None}
 
 
+@pytest.mark.slow
 def test_a_hung_forked_process_times_out_and_its_whole_group_dies(launcher, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     t0 = time.monotonic()
