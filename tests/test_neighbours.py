@@ -108,8 +108,9 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
     notes = provenance.collection_notes(run, rows)
     assert notes[0] == ("Collected through SLURM: 2 submissions (job arrays 9, 12, 15); "
                         "cells ran on node2 (1 cell), vm (2 cells).")
-    assert any(n.startswith("2 of 3 cells were measured with up to 2 cells running at once on their host, seen "
-                            "measuring on the host beside them") for n in notes)
+    (seen,) = [n for n in notes if n.startswith("2 of 3 cells were measured with up to 2 cells running at once on "
+                                                "their host, seen measuring on the host beside them")]
+    assert "GPU-bound steps are unaffected" not in seen and "GPU-bound ones too" in seen  # it may share the GPU
     local = SimpleNamespace(manifest={"sessions": [{"hostname": "vm"}]})
     gpus = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": i} for i in (0, 1)]
     assert provenance.collection_notes(local, gpus)[0].startswith(
