@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from collector.slurm_status import SUBMISSIONS, format_status, scheduler_record, status, to_resubmit, watch
+from collector.slurm_status import SUBMISSIONS, arrays_of, format_status, scheduler_record, status, to_resubmit, watch
 from collector.slurm_task import CellJob, run_cell_job
 from collector.slurm_status import submissions as _submissions
 from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
@@ -123,7 +123,7 @@ class SubmititExecutor:
                        check=False, capture_output=True)
 
     def cancel(self, job_ids: list[str]) -> None:
-        arrays = sorted({j.split("_")[0] for j in job_ids})
+        arrays = arrays_of(job_ids)
         if arrays:
             subprocess.run(["scancel", *arrays], check=False)
 
@@ -131,7 +131,7 @@ class SubmititExecutor:
 def squeue_states(job_ids: list[str]) -> dict[str, str]:
     """job id -> state (PENDING, RUNNING, ...) of the given jobs still known to the scheduler;
     array tasks are listed one by one (`%i` prints `<array>_<task>`)."""
-    arrays = sorted({j.split("_")[0] for j in job_ids})
+    arrays = arrays_of(job_ids)
     if not arrays:
         return {}
     proc = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(arrays)],
@@ -201,7 +201,7 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         name = f"tcb-{run_id}-s{n}-{os.urandom(3).hex()}"  # what finds the array if sbatch never answers
         entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name}
         ids = _submit_or_cancel(executor, jobs, folder, name, run_dir, subs, entry, out)
-        subs["submissions"].append({**entry, "arrays": sorted({i.split("_")[0] for i in ids})})
+        subs["submissions"].append({**entry, "arrays": arrays_of(ids)})
         for c, job_id in zip(todo, ids):
             before = known.get(c.cell_id, {})
             attempts = before.get("attempts") or ([before["job_id"]] if before.get("job_id") else [])
@@ -254,8 +254,7 @@ def _submit_or_cancel(executor, jobs, folder: Path, name: str, run_dir: Path, su
 
 
 def _span(ids: list[str]) -> str:
-    arrays = sorted({i.split("_")[0] for i in ids})
-    return ", ".join(arrays)
+    return ", ".join(arrays_of(ids))
 
 
 def main(argv=None) -> int:

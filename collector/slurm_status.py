@@ -39,6 +39,11 @@ SACCT = {"TIMEOUT": TIMED_OUT, "CANCELLED": CANCELLED, "PREEMPTED": PREEMPTED, "
          "BOOT_FAIL": NODE_FAILURE, "FAILED": CRASHED, "OUT_OF_MEMORY": CRASHED, "DEADLINE": TIMED_OUT}
 
 
+def arrays_of(job_ids) -> list[str]:
+    """The job arrays of task ids (`<array>_<task>` -> `<array>`; a plain job id is its own)."""
+    return sorted({j.split("_")[0] for j in job_ids})
+
+
 def submissions(run_dir: Path) -> dict:
     path = Path(run_dir) / "slurm" / SUBMISSIONS
     return json.loads(path.read_text()) if path.exists() else {"submissions": [], "cells": {}}
@@ -50,7 +55,7 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
         return {}
     try:
         proc = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j",
-                               ",".join(sorted({j.split("_")[0] for j in job_ids}))],
+                               ",".join(arrays_of(job_ids))],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return {}
@@ -68,7 +73,7 @@ def scontrol_states(job_ids: list[str]) -> dict[str, str]:
     """job id -> final state from `scontrol show job`, which keeps a finished job for MinJobAge
     (300 s by default) with or without accounting; {} where it knows none of them."""
     out: dict[str, str] = {}
-    for array in sorted({j.split("_")[0] for j in job_ids}):
+    for array in arrays_of(job_ids):
         try:
             proc = subprocess.run(["scontrol", "show", "job", "-o", array], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):

@@ -1,7 +1,7 @@
 """What one SLURM array task does on its node (`run_cell_job`, submitted by collector/slurm.py):
 probe the node's environment and compare it with the run's (a node that differs writes nothing
 unless the run allows mixing), claim the cell (a second task given the same cell leaves it),
-measure it exactly as locally (collector.runner.measure_cell: its cold process and replicates;
+measure it exactly as locally (collector.cell_measure.measure_cell: its cold process and replicates;
 with the fork launcher one fork parent per task, started while the probe runs), write its row
 atomically and release the claim. A stop by the scheduler leaves a record of why
 (collector/slurm_status.py reads it).
