@@ -51,7 +51,7 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
     """The comparison's speedup-change interval against a Welch interval on committed run pairs:
     per pair, cells with 3+ processes in both runs, how many intervals hold 0, how many would be
     called (interval excludes 0 and the change is at least the minimum effect), median width ratio."""
-    from analysis.compare import _samples
+    from analysis.pair_estimates import samples as _samples
     from analysis.context import prepare
     from analysis.load import discover_runs, load
 

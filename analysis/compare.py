@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import changes
+from analysis import changes, pair_estimates
 from analysis import estimates as est
 from analysis import stats
 
@@ -127,12 +127,6 @@ def _pct(r: float) -> str:
     return f"{(r - 1) * 100:+.1f}%"
 
 
-def _samples(loaded: Loaded, run_id: str) -> dict:
-    """The run's samples as the run report loaded them (stats.run_samples: once per run)."""
-    got = stats.run_samples(loaded, run_id)
-    return {"reps": [c for c, _ in got], "has_compiled": {c.key: has for c, has in got}}
-
-
 def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:
     """Each compiled cell's 95% speedup interval as the run's own report computes it
     (stats.run_stats: computed once per run, whoever asks first)."""
@@ -180,16 +174,9 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         raise DataError(f"runs {a.run_id} and {b.run_id} differ ({'; '.join(mismatch)}); "
                         "pass --allow-mismatch (make report ... ALLOW_MISMATCH=1) to compare them anyway")
     con = loaded.con
-    pairs = con.execute(sql("compare_pairs"), {"baseline": a.run_id, "candidate": b.run_id}).df()
-    pairs = pairs.replace({np.nan: None}).to_dict("records")
-    by_id = {p["cell_id"]: p for p in pairs}
-    sa, sb = _samples(loaded, a.run_id), _samples(loaded, b.run_id)
-    cells_a, cells_b = ({c.key: c for c in x["reps"]} for x in (sa, sb))
-    ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
-    mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
-    procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
-    # cells timed in several processes in both runs: the only ones a change is called on
-    callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
+    pe = pair_estimates.estimate_pair(loaded, a, b, reps, min_effect)
+    pairs, fam, ests = pe.pairs, pe.fam, pe.ests
+    sa, procs, callable_ids = pe.samples[0], pe.processes, pe.callable_ids
     # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate, with A's
     # intervals as A's own report shows them (computed once, by the same function and draws)
     a_intervals = run_intervals(loaded, a.run_id, reps)
@@ -202,53 +189,6 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             covered.append(lo <= p["speedup_b"] <= hi)
     small = np.log1p(min_effect)
 
-    # per-cell log-ratio replicates for the three families
-    fam: dict[str, dict[str, np.ndarray]] = {"speedup": {}, "compiled": {}, "eager": {}}
-    for p in pairs:
-        cid = p["cell_id"]
-        if cid not in ma or cid not in mb or p["status_a"] != "ok" or p["status_b"] != "ok":
-            continue
-        (ea, ka), (eb, kb) = ma[cid], mb[cid]
-        fam["eager"][cid] = np.log(eb / ea)
-        if sa["has_compiled"].get(cid) and sb["has_compiled"].get(cid):
-            fam["compiled"][cid] = np.log(kb / ka)
-            fam["speedup"][cid] = np.log((eb / kb) / (ea / ka))
-    # every quantity of every paired ok cell as an Estimate (analysis/estimates.py: one call rule)
-    ests: dict[str, dict[str, est.Estimate]] = {q: {} for q in est.QUANTITIES}
-    for name, reps_by in fam.items():
-        ids = list(reps_by)
-        qs = stats.benjamini_hochberg([stats.bootstrap_p(reps_by[i]) for i in ids])
-        for cid, q in zip(ids, qs):
-            pr = by_id[cid]
-            point = {"speedup": est.ratio(pr["speedup_b"], pr["speedup_a"]),
-                     "compiled": est.ratio(pr["compiled_b"], pr["compiled_a"]),
-                     "eager": est.ratio(pr["eager_b"], pr["eager_a"])}[name]
-            # the gate is the interval and the minimum effect, not BH: with 3 processes a cell's
-            # t interval has 2 degrees of freedom, whose tails keep p above ~0.01 even for a 5-sigma
-            # change, so BH over a family would call nothing; q is shown, and the summary counts
-            # how many calls also survive it (docs/comparison.md)
-            # one process: the interval holds that process's noise only (far too narrow where
-            # processes differ, docs/measurement.md), so nothing is called on it
-            single = None if cid in callable_ids else "one process"
-            if not single and name != "speedup" and (pr.get(f"{name}_lb_a") or pr.get(f"{name}_lb_b")):
-                # a host-paced side moves between processes and runs with the host's state (A/A on
-                # the H200: up to +50% with one process slow); only the in-process speedup is callable
-                single = "launch-bound side"
-            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if not single
-                     else "block bootstrap inside one process")
-            apart = None
-            if name != "speedup":  # each side on its own: its processes must not overlap between the runs
-                side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
-                apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
-                                        for cs in (cells_a, cells_b)))
-            ests[name][cid] = est.from_log_replicates(name, reps_by[cid], point, min_effect, basis, q, single, apart)
-    for p in pairs:
-        cid = p["cell_id"]
-        if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
-            continue
-        ests["cold"][cid] = est.first_call("cold", p["cold_a"], p["cold_b"], min_effect)
-        ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
-        ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
     calls = {q: {cid: Change.of(e) for cid, e in by.items()} for q, by in ests.items()}
 
     boots = [changes.boots(r) for r in (a, b)]

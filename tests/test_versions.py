@@ -167,8 +167,9 @@ def test_per_process_medians_have_one_python_implementation_and_the_sql_twin_agr
     loaded = load([found["aa-venv-direct"]])
     prepare(loaded)
     rows = loaded.con.execute("SELECT cell_id, eager_process_ms, compiled_process_ms FROM stats").fetchall()
-    samples = {c.key: c for c in __import__("analysis.compare", fromlist=["_samples"])._samples(
-        loaded, "aa-venv-direct")["reps"]}
+    from analysis.pair_estimates import samples as run_samples
+
+    samples = {c.key: c for c in run_samples(loaded, "aa-venv-direct")["reps"]}
     assert len(rows) == 4
     for cid, eager_sql, compiled_sql in rows:
         c = samples[cid]

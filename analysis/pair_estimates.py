@@ -1,0 +1,109 @@
+"""Every quantity of every paired cell of two runs (baseline A, candidate B) as an Estimate.
+
+The one place a comparison's per-cell statistics are computed: the comparison report
+(analysis/compare.py) and the repeats across pairs of runs (analysis/repeats.py) both read it.
+Per paired ok cell: the change in speedup, compiled step and eager step, each a ratio B/A with a
+95% interval from the two runs' replicates (analysis/stats.py: over processes where a cell has
+several, over blocks where it has one; the runs independent) and a Benjamini-Hochberg q-value over
+the family; cold and warm first call and compiled peak memory (analysis/estimates.py). Cells timed
+in one process in either run, and the step time of a launch-bound side, are never called.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis import estimates as est
+from analysis import stats
+from analysis.fmt import cell_label
+from analysis.load import Loaded, Run, sql
+
+
+@dataclass
+class PairEstimates:
+    """The comparison's per-cell figures: the paired rows (compare_pairs.sql), the log-ratio
+    replicates per family, the estimates per quantity and what their intervals rest on."""
+
+    a: Run
+    b: Run
+    pairs: list[dict]
+    samples: tuple[dict, dict]  # per run: {"reps": [CellReps], "has_compiled": {cell_id: bool}}
+    processes: tuple[dict, dict]  # per run: cell_id -> processes
+    callable_ids: set  # cells timed in several processes in both runs
+    fam: dict[str, dict[str, np.ndarray]]  # speedup / compiled / eager: cell_id -> ln(B/A) replicates
+    ests: dict[str, dict[str, est.Estimate]]  # quantity -> cell_id -> estimate
+
+    @property
+    def by_id(self) -> dict[str, dict]:
+        return {p["cell_id"]: p for p in self.pairs}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {p["cell_id"]: cell_label(p) for p in self.pairs}
+
+
+def samples(loaded: Loaded, run_id: str) -> dict:
+    """The run's samples as the run report loaded them (stats.run_samples: once per run)."""
+    got = stats.run_samples(loaded, run_id)
+    return {"reps": [c for c, _ in got], "has_compiled": {c.key: has for c, has in got}}
+
+
+def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS,
+                  min_effect: float = stats.MIN_EFFECT) -> PairEstimates:
+    """Every quantity of every paired ok cell of runs a and b as an Estimate (one call rule)."""
+    pairs = loaded.con.execute(sql("compare_pairs"), {"baseline": a.run_id, "candidate": b.run_id}).df()
+    pairs = pairs.replace({np.nan: None}).to_dict("records")
+    by_id = {p["cell_id"]: p for p in pairs}
+    sa, sb = samples(loaded, a.run_id), samples(loaded, b.run_id)
+    cells_a, cells_b = ({c.key: c for c in x["reps"]} for x in (sa, sb))
+    ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
+    mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
+    procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
+    # cells timed in several processes in both runs: the only ones a change is called on
+    callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
+
+    fam: dict[str, dict[str, np.ndarray]] = {"speedup": {}, "compiled": {}, "eager": {}}
+    for p in pairs:
+        cid = p["cell_id"]
+        if cid not in ma or cid not in mb or p["status_a"] != "ok" or p["status_b"] != "ok":
+            continue
+        (ea, ka), (eb, kb) = ma[cid], mb[cid]
+        fam["eager"][cid] = np.log(eb / ea)
+        if sa["has_compiled"].get(cid) and sb["has_compiled"].get(cid):
+            fam["compiled"][cid] = np.log(kb / ka)
+            fam["speedup"][cid] = np.log((eb / kb) / (ea / ka))
+    ests: dict[str, dict[str, est.Estimate]] = {q: {} for q in est.QUANTITIES}
+    for name, reps_by in fam.items():
+        ids = list(reps_by)
+        qs = stats.benjamini_hochberg([stats.bootstrap_p(reps_by[i]) for i in ids])
+        for cid, q in zip(ids, qs):
+            pr = by_id[cid]
+            point = est.ratio(pr[f"{name}_b"], pr[f"{name}_a"])
+            # the gate is the interval and the minimum effect, not BH: with 3 processes a cell's
+            # t interval has 2 degrees of freedom, whose tails keep p above ~0.01 even for a 5-sigma
+            # change, so BH over a family would call nothing; q is shown, and the summary counts
+            # how many calls also survive it (docs/comparison.md)
+            # one process: the interval holds that process's noise only (far too narrow where
+            # processes differ, docs/measurement.md), so nothing is called on it
+            single = None if cid in callable_ids else "one process"
+            if not single and name != "speedup" and (pr.get(f"{name}_lb_a") or pr.get(f"{name}_lb_b")):
+                # a host-paced side moves between processes and runs with the host's state (A/A on
+                # the H200: up to +50% with one process slow); only the in-process speedup is callable
+                single = "launch-bound side"
+            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if not single
+                     else "block bootstrap inside one process")
+            apart = None
+            if name != "speedup":  # each side on its own: its processes must not overlap between the runs
+                side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
+                apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
+                                        for cs in (cells_a, cells_b)))
+            ests[name][cid] = est.from_log_replicates(name, reps_by[cid], point, min_effect, basis, q, single, apart)
+    for p in pairs:
+        cid = p["cell_id"]
+        if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
+            continue
+        ests["cold"][cid] = est.first_call("cold", p["cold_a"], p["cold_b"], min_effect)
+        ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
+        ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
+    return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests)
