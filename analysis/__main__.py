@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import index, stats
+from analysis import index, repeats, stats
 from analysis.context import build_run_report, prepare
 from analysis.load import DataError, discover_runs, load
 from analysis.compare import build_compare_report
@@ -47,6 +47,9 @@ def parse_args(argv):
     p.add_argument("--baseline", help="compare: the baseline run id (A)")
     p.add_argument("--candidate", action="append",
                    help="compare: candidate run id(s) (B); several give one report each and a trend table")
+    p.add_argument("--repeat", action="append", default=[], metavar="A2:B2",
+                   help="compare: a further pair of runs of the same two versions, from another lease (repeatable); "
+                   "the report says which called changes repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs from different devices, matrices or protocols (said on top of the report)")
     p.add_argument("--noise", type=float, default=stats.NOISE_THRESHOLD,
@@ -73,8 +76,14 @@ def main(argv=None) -> int:
             raise DataError(f"--min-effect is a fraction from 0 to 1 (0.02 = 2%), got {args.min_effect:g}")
         if bool(args.baseline) != bool(args.candidate):
             raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
+        if args.repeat and not args.baseline:
+            raise DataError("--repeat (REPEATS=) belongs to a comparison: give BASELINE= and CANDIDATE= too")
+        if args.repeat and len(args.candidate) != 1:
+            raise DataError(f"--repeat (REPEATS=) repeats one comparison: give one CANDIDATE=, not "
+                            f"{len(args.candidate)} ({' '.join(args.candidate)})")
+        repeat_ids = [repeats.parse(x) for x in args.repeat]
         if args.baseline:
-            args.run = [args.baseline] + args.candidate
+            args.run = [args.baseline] + args.candidate + [x for pair in repeat_ids for x in pair]
         pub, evidence = None, 0
         if args.run:
             known = {r.run_id for r in runs}
@@ -97,11 +106,12 @@ def main(argv=None) -> int:
         prepare(loaded)
         if args.baseline:
             by_id = {r.run_id: r for r in runs}
-            order = [by_id[x] for x in args.run]
+            order = [by_id[x] for x in [args.baseline] + args.candidate]
             for cand in args.candidate:
                 report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
                                               allow_mismatch=args.allow_mismatch, reps=args.reps,
-                                              min_effect=args.min_effect)
+                                              min_effect=args.min_effect,
+                                              repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids])
                 md, html = render_compare(report, out_dir(args.out, f"compare-{args.baseline}-vs-{cand}"))
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import changes, pair_estimates
+from analysis import changes, pair_estimates, repeats
 from analysis import estimates as est
 from analysis import stats
 
@@ -121,6 +121,8 @@ class CompareReport:
     caveats: list = field(default_factory=list)  # what limits the answer (machines, builds, launch-bound)
     subtitle: str = ""  # versions, builds and device in words
     trend_cells: list = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
+    repeat_pairs: list = field(default_factory=list)  # repeats.RepeatPair: this pair first, then --repeat's
+    repeat_rows: list = field(default_factory=list)  # repeats.RepeatRow per change called in any pair
 
 
 def _pct(r: float) -> str:
@@ -167,9 +169,14 @@ def _uncertainty(pairs: list[dict], processes: dict, callable_ids: set, a: str, 
 
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
                          reps: int = stats.DEFAULT_REPS, now: str | None = None,
-                         min_effect: float = stats.MIN_EFFECT) -> CompareReport:
-    """Context of the comparison report of candidate b against baseline a."""
+                         min_effect: float = stats.MIN_EFFECT,
+                         repeat_runs: list[tuple[Run, Run]] = ()) -> CompareReport:
+    """Context of the comparison report of candidate b against baseline a; `repeat_runs`: further
+    pairs of runs of the same two versions (analysis/repeats.py), each judged the same way."""
     mismatch = check_comparable(a, b)
+    for x, y in repeat_runs:
+        mismatch += [f"repeat {x.run_id}:{y.run_id}: {m}" for m in check_comparable(x, y)]
+    mismatch += repeats.check((a, b), list(repeat_runs))
     if mismatch and not allow_mismatch:
         raise DataError(f"runs {a.run_id} and {b.run_id} differ ({'; '.join(mismatch)}); "
                         "pass --allow-mismatch (make report ... ALLOW_MISMATCH=1) to compare them anyway")
@@ -326,6 +333,19 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         if va is not None or vb is not None:
             env.append((label, str(va), str(vb), va != vb))
     trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
+    verdict = changes.verdict(a, b, ests, labels, transitions, min_effect)
+    caveats = changes.caveats(a, b, pairs, ests)
+    rep_pairs, rep_rows = [], []
+    if repeat_runs:
+        every = [(a, b)] + list(repeat_runs)
+        rep_rows = repeats.rows([pe] + [pair_estimates.estimate_pair(loaded, x, y, reps, min_effect)
+                                        for x, y in repeat_runs])
+        rep_pairs = [repeats.RepeatPair(x.run_id, y.run_id, changes.how_measured(x, y)) for x, y in every]
+        verdict.append(repeats.verdict_line(rep_rows, len(every)))
+        shared = repeats.shared_machines(every)
+        if shared:
+            caveats.append(f"The pair(s) {', '.join(shared)} share a machine with an earlier pair: what repeats there "
+                           "repeats on one machine, not across machines of its kind.")
     return CompareReport(
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -343,5 +363,5 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                     "estimates": [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point,
                                    "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason}
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
-        verdict=changes.verdict(a, b, ests, labels, transitions, min_effect), caveats=changes.caveats(a, b, pairs, ests),
-        subtitle=changes.subtitle(a, b), trend_cells=trend_table)
+        verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
+        repeat_pairs=rep_pairs, repeat_rows=rep_rows)

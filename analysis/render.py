@@ -241,6 +241,11 @@ def compare_estimates_json(report) -> str:
             "verdict": report.verdict, "caveats": report.caveats, "changes": report.chart_rows.get("estimates", [])}
     if report.trend_cells:  # 3+ runs: the runs of the trend, baseline first (as --candidate gave them)
         data["trend_runs"] = report.trend_runs
+    if report.repeat_pairs:  # --repeat: every pair (this one first) and, per called change, its fate in each
+        from analysis import repeats
+
+        data["repeat_pairs"] = [[p.baseline, p.candidate] for p in report.repeat_pairs]
+        data["repeats"] = repeats.as_json(report.repeat_rows)
     return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
 
 
