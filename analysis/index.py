@@ -24,6 +24,7 @@ PUBLISHED = ROOT / "data" / "examples" / "published.toml"
 class Published:
     runs: dict[str, str]  # run id -> purpose, in the file's order
     comparisons: list[tuple[str, list[str], str]]  # (baseline, candidates, purpose)
+    repeats: dict = None  # (baseline, first candidate) -> ["A2:B2", ...] (a comparison's `repeats`)
 
 
 def published(path: Path = PUBLISHED) -> Published | None:
@@ -35,10 +36,13 @@ def published(path: Path = PUBLISHED) -> Published | None:
         data = tomllib.loads(Path(path).read_text())
         runs = {r["id"]: r["purpose"] for r in data.get("run", [])}
         comps = [(c["baseline"], list(c["candidates"]), c["purpose"]) for c in data.get("comparison", [])]
+        reps = {(c["baseline"], c["candidates"][0]): list(c["repeats"]) for c in data.get("comparison", [])
+                if c.get("repeats")}
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: cannot read the published examples ({type(exc).__name__}: {exc}); "
-                        "each [[run]] needs id and purpose, each [[comparison]] baseline, candidates and purpose") from None
-    return Published(runs, comps)
+                        "each [[run]] needs id and purpose, each [[comparison]] baseline, candidates and purpose "
+                        "(and may name repeats)") from None
+    return Published(runs, comps, reps)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
     comp_md, comp_html = [], []
     for base, cands, purpose in pub.comparisons:
         cmd = f'make report BASELINE={base} CANDIDATE="{" ".join(cands)}"'
+        if (pub.repeats or {}).get((base, cands[0])):
+            cmd += f' REPEATS="{" ".join(pub.repeats[(base, cands[0])])}"'
         links = []
         for c in cands:
             shipped = ROOT / "docs" / "examples" / f"compare-{base}-vs-{c}" / "report.html"

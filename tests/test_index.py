@@ -24,6 +24,8 @@ def test_the_default_report_renders_the_published_examples_and_an_index(tmp_path
         assert f'<a href="{run_id}/report.html">{run_id}</a>' in page and purpose.split("`")[0] in page
     for base, cands, _ in pub.comparisons:  # each published comparison: its command and its shipped copy
         assert f"BASELINE={base}" in page
+        if (base, cands[0]) in pub.repeats:
+            assert f'REPEATS=&quot;{" ".join(pub.repeats[(base, cands[0])])}&quot;' in page
         for c in cands:
             link = re.search(rf'href="([^"]*compare-{re.escape(base)}-vs-{re.escape(c)}/report.html)"', page)
             assert link and (tmp_path / link.group(1)).resolve().exists()
@@ -42,4 +44,6 @@ def test_every_published_id_exists():
     pub = index.published()
     ids = {p.parent.name for p in (ROOT / "data" / "examples").glob("*/run.json")}
     named = set(pub.runs) | {x for b, cs, _ in pub.comparisons for x in [b, *cs]}
+    named |= {x for reps in pub.repeats.values() for pair in reps for x in pair.split(":")}
     assert named <= ids, named - ids
+    assert pub.repeats  # the README's comparison names its repeats
