@@ -90,6 +90,7 @@ help: ## list the targets
 	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other leases: which"
 	@echo "                   called changes repeat in every pair; with one CANDIDATE)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory]"
+	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 
@@ -127,7 +128,7 @@ report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published exampl
 gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
 	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
 	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
-	  $(if $(ALLOW_MISMATCH),--allow-mismatch)
+	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(ALLOW_MISMATCH),--allow-mismatch)
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q tests

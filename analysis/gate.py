@@ -9,7 +9,10 @@ calls, docs/comparison.md "Every quantity, called on its own") and fails on ever
 whose point estimate is worse than the bound: a compiled or eager step time, a cold or warm first call
 or a peak memory more than the bound higher, or a speedup more than the bound lower. Changes that are
 not called (within the noise, launch-bound sides, one-sample quantities inside their A/A spread) never
-fail the gate, whatever their point estimate. Exit codes: 0 pass, 1 a regression beyond the bound
+fail the gate, whatever their point estimate. With `--repeat A2:B2` (repeatable; make REPEATS=) the
+same two versions measured in other leases are judged too (analysis/repeats.py), and a regression
+fails only where it is called a regression in every pair that measured its cell and its smallest
+change across them is beyond the bound; the others are listed as not repeated. Exit codes: 0 pass, 1 a regression beyond the bound
 (named, one line each), 2 bad input (unknown run, bad bound), 3 unreadable data.
 """
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sys
 from pathlib import Path
 
 from analysis import estimates as est
-from analysis import stats
+from analysis import repeats, stats
 
 
 def parse_bound(text: str) -> float:
@@ -36,14 +39,18 @@ def parse_bound(text: str) -> float:
     return value
 
 
+def worse_by(quantity: str, ratio: float) -> float:
+    """How much worse a ratio B/A is, as a fraction (negative: better)."""
+    return (1 - ratio) if est.QUANTITIES[quantity][1] else (ratio - 1)  # True: higher is better
+
+
 def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None) -> list[dict]:
     """The called regressions whose change is worse than `bound` (a fraction), worst first."""
     out = []
     for c in changes:
         if c.get("call") != est.REGRESSED or (quantities and c["quantity"] not in quantities):
             continue
-        ratio = c["ratio"]
-        worse = (1 - ratio) if est.QUANTITIES[c["quantity"]][1] else (ratio - 1)  # True: higher is better
+        worse = worse_by(c["quantity"], c["ratio"])
         if worse > bound:
             out.append({**c, "worse": worse})
     return sorted(out, key=lambda c: -c["worse"])
@@ -61,6 +68,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-regression", default="5%", help="fail on a called regression worse than this (default 5%%)")
     p.add_argument("--quantities", default=",".join(est.QUANTITIES),
                    help=f"which quantities gate (default all: {','.join(est.QUANTITIES)})")
+    p.add_argument("--repeat", action="append", default=[], metavar="A2:B2",
+                   help="a further pair of runs of the same two versions from another lease (repeatable): "
+                   "fail only on regressions that repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
     p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS,
                    help="bootstrap replicates where a cell has one process")
@@ -74,13 +84,16 @@ def main(argv: list[str]) -> int:
             raise ValueError(f"unknown quantit(y/ies) {', '.join(sorted(unknown))}; valid: {', '.join(est.QUANTITIES)}")
         roots = [Path(d) for d in (args.data or ["data"])]
         runs = {r.run_id: r for d in roots for r in discover_runs(d)}
-        missing = [x for x in (args.baseline, args.candidate) if x not in runs]
+        pairs = [repeats.parse(x) for x in args.repeat]
+        ids = [args.baseline, args.candidate] + [x for pair in pairs for x in pair]
+        missing = [x for x in dict.fromkeys(ids) if x not in runs]
         if missing:
             raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
         a, b = runs[args.baseline], runs[args.candidate]
-        loaded = load([a, b])
+        loaded = load([runs[x] for x in dict.fromkeys(ids)])
         prepare(loaded)
-        report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps)
+        report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps,
+                                      repeat_runs=[(runs[x], runs[y]) for x, y in pairs])
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -89,10 +102,25 @@ def main(argv: list[str]) -> int:
         return 3
     changes = report.chart_rows.get("estimates", [])
     failing = beyond(changes, bound, quantities)
+    dropped = []
+    if report.repeat_pairs:
+        fate = {(r.cell_id, r.quantity): r for r in report.repeat_rows}
+        kept = []
+        for c in failing:
+            r = fate[(c["cell_id"], c["quantity"])]
+            smallest = min(worse_by(c["quantity"], x) for x in r.points if x is not None)
+            held = r.outcome in (repeats.REPEATS, repeats.WHERE_PAIRED) and smallest > bound
+            (kept if held else dropped).append((c, r))
+        failing = [c for c, _ in kept]
     called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
     head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "
             f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
             f"{len(failing)} beyond {bound * 100:g}%")
+    if report.repeat_pairs:
+        head += f" that repeat in all {len(report.repeat_pairs)} pairs of runs"
+    for c, r in dropped:
+        print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "
+              f"{' / '.join(r.changes)} ({r.outcome})")
     if not failing:
         print(f"{head}: pass")
         return 0

@@ -175,7 +175,7 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         # the claims' own job ids too: a claim of another submitter's live task is not stale
         claimed = [o.get("job_id") for o in store.claims().values() if o.get("job_id")]
         live = executor.states(sorted({known[c]["job_id"] for c in known} | set(claimed)))
-        stale = store.release_stale(lambda job_id: job_id is None or job_id in live)
+        stale = store.release_stale(lambda owner: store.owner_alive(owner, live))
         saved = store.saved()
         todo = [c for c in left_to_measure(matrix.cells, saved, resubmit_failed)
                 if known.get(c.cell_id, {}).get("job_id") not in live]

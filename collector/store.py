@@ -245,13 +245,30 @@ class RunStore:
         return out
 
     def release_stale(self, alive) -> list[str]:
-        """Remove the claims whose owner's job `alive(job_id)` says is gone; returns their cells."""
+        """Remove the claims whose owner `alive(owner)` says is gone (owner: the claim's record, {}
+        while it is being written); returns their cells."""
         gone = []
         for cell_id, owner in self.claims().items():
-            if not alive(owner.get("job_id")):
+            if not alive(owner):
                 self.release(cell_id)
                 gone.append(cell_id)
         return gone
+
+    @staticmethod
+    def owner_alive(owner: dict, live_jobs) -> bool:
+        """Is a claim's owner alive? A job id: the scheduler's answer (`live_jobs`). No job id (a claim
+        taken outside the scheduler): its process, where it was taken on this host; elsewhere, or a
+        claim still being written ({}), it is kept (nothing here can tell)."""
+        if owner.get("job_id"):
+            return owner["job_id"] in live_jobs
+        if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
+            try:
+                os.kill(owner["pid"], 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:  # another user's live process
+                return True
+        return True
 
     def write_row(self, row: dict) -> Path:
         path = self.cells_dir / f"{row['cell_id']}.parquet"

@@ -428,6 +428,29 @@ def test_a_claim_of_another_submitters_live_task_is_not_released(tmp_path, monke
     assert cell not in RunStore(run_dir).claims() and "released 1 claim(s)" in capsys.readouterr().out
 
 
+def test_a_claim_without_a_job_id_is_released_when_its_process_on_this_host_is_gone(tmp_path, capsys):
+    """A claim taken outside the scheduler (no job id) used to be kept forever; now its process is
+    asked where it was taken on this host. Elsewhere, or a claim still being written, it is kept."""
+    import socket
+    import subprocess
+
+    m = _matrix()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "r", FakeScheduler())
+    store = RunStore(run_dir)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ids = [c.cell_id for c in m.cells[:3]]
+    for cid, owner in zip(ids, [{"host": socket.gethostname(), "pid": dead.pid},
+                                {"host": "another-login-node", "pid": dead.pid}, {}]):
+        store.claims_dir.mkdir(exist_ok=True)
+        (store.claims_dir / f"{cid}.claim").write_text(json.dumps(owner) if owner else "")
+    assert RunStore.owner_alive({"host": socket.gethostname(), "pid": __import__("os").getpid()}, set())
+    slurm.submit_run(m, ENV, tmp_path, "r", FakeScheduler())
+    left = RunStore(run_dir).claims()
+    assert ids[0] not in left and ids[1] in left and ids[2] in left
+    assert f"released 1 claim(s) of jobs that are gone: {ids[0]}" in capsys.readouterr().out
+
+
 # ---- the real cluster with stand-in cells (collector/fake_python.py): the scheduler, the nodes,
 # the signals and the process table are real, each cell process only sleeps FAKE_CELL_SECONDS ----
 
