@@ -196,7 +196,7 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
             subs["settings"] = asdict(settings)
         jobs = [CellJob(str(run_dir.resolve()), run_id, matrix.to_json(), c.cell_id,
                         {k: env.get(k) for k in ENV_KEYS}, allow_mixed, python, launcher,
-                        settings.time_min if settings is not None else None) for c in todo]
+                        max(1, settings.time_min) if settings is not None else None) for c in todo]
         folder = run_dir / "slurm" / f"submission{n}"  # never reused: job ids restart with a cluster
         name = f"tcb-{run_id}-s{n}-{os.urandom(3).hex()}"  # what finds the array if sbatch never answers
         entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name}

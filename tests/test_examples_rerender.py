@@ -36,10 +36,13 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
         a, b = name[len("compare-"):].split("-vs-")
         published = ROOT / "docs" / "examples" / name / "estimates.json"
         # a comparison with a trend names its runs (baseline first): render with all its candidates
-        trend = json.loads(published.read_text()).get("trend_runs", []) if published.exists() else []
+        shipped = json.loads(published.read_text()) if published.exists() else {}
+        trend = shipped.get("trend_runs", [])
         args += ["--baseline", a, "--allow-mismatch"]
         for c in trend[1:] or [b]:
             args += ["--candidate", c]
+        for x, y in shipped.get("repeat_pairs", [])[1:]:  # its repeats, as it was rendered
+            args += ["--repeat", f"{x}:{y}"]
     else:
         args += ["--run", name]
     assert analysis_main(args) == 0
