@@ -4,6 +4,27 @@ All from run.json and the rows (each row says its host and how many cells measur
 it, collector/neighbours.py)."""
 from __future__ import annotations
 
+import json
+
+NODE_JOBS = ".node-jobs.json"  # collector/slurm_task.py: the other jobs on a SLURM node while a cell ran
+
+
+def other_jobs(run, all_rows: list[dict]) -> dict[str, list[str]]:
+    """cell id -> the other users' jobs that ran on its SLURM node while it was measured (asked of
+    squeue before and after), for the cells with a row; cells without a record are left out."""
+    out = {}
+    logs = run.path / "logs"
+    for r in all_rows:
+        path = logs / f"{r['cell_id']}{NODE_JOBS}"
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        seen = sorted(set(rec.get("before") or []) | set(rec.get("after") or []))
+        if seen:
+            out[r["cell_id"]] = seen
+    return out
+
 
 def _hosts(run, all_rows: list[dict]) -> tuple[list[str], set]:
     sessions = run.manifest.get("sessions", [])
@@ -55,6 +76,14 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
         notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "
                      f"{hosts[0] if hosts else '?'} the same): host-bound steps can differ between machines of one "
                      "kind; compare cells from one machine where the difference matters.")
+    beside = other_jobs(run, all_rows)
+    if beside:
+        jobs = sorted({j for js in beside.values() for j in js})
+        notes.append(f"{len(beside)} of {len(all_rows)} cells ran on a SLURM node where other jobs ran at the same "
+                     f"time ({', '.join(jobs[:3])}{f' and {len(jobs) - 3} more' if len(jobs) > 3 else ''}; "
+                     "squeue, asked before and after each cell): they share the node's CPUs and perhaps its GPU, "
+                     "which slows launch-bound steps, and GPU-bound ones on a shared GPU. SLURM_EXCLUSIVE=1 "
+                     "reserves the node.")
     concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
     if concurrent:
         most = max(int(r["concurrent_cells"]) for r in concurrent)

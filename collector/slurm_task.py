@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -36,6 +37,32 @@ class CellJob:
     python: str = sys.executable
     launcher: str = "fork" if hasattr(os, "fork") else "exec"  # how the task starts the cell's processes
     time_limit_min: int | None = None  # the task's limit, for the record of a task that reached it
+
+
+OWN_JOBS = "tcb-"  # the project's array tasks (collector/slurm.py names them): counted from the process table
+NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: the other jobs on the node while the cell ran
+
+
+def other_jobs_on_node(node: str | None = None, run=subprocess.run) -> list[str] | None:
+    """The jobs running on this node that are not this project's cells, as '<id> (<user>, <name>)',
+    from squeue; None where squeue cannot say (no node name, no squeue, an error). The project's own
+    tasks are left out: their cells are counted from the process table (collector/neighbours.py)."""
+    node = node or os.environ.get("SLURMD_NODENAME")
+    if not node:
+        return None
+    try:
+        got = run(["squeue", "-h", "-w", node, "-t", "RUNNING", "-o", "%i|%u|%j"],
+                  capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if got.returncode != 0:
+        return None
+    out = []
+    for line in got.stdout.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3 and parts[0] and not parts[2].startswith(OWN_JOBS):
+            out.append(f"{parts[0]} ({parts[1]}, {parts[2]})")
+    return sorted(set(out))
 
 
 def _job_id() -> str | None:
@@ -136,9 +163,15 @@ def _measure_claimed(job: CellJob, store: RunStore, matrix, cell, env: dict, lau
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     stop_mod.INTERRUPTED.clear()
+    before = other_jobs_on_node()  # other users' jobs beside the cell: asked before and after it ran
     try:
         row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
         stop_mod.check_interrupted()
+        after = other_jobs_on_node()
+        from collector.store import write_json
+
+        write_json(store.logs_dir / f"{job.cell_id}{NODE_JOBS}",
+                   {"node": env.get("hostname"), "job_id": _job_id(), "before": before, "after": after})
         store.write_row(row)
         return row["status"]
     except KeyboardInterrupt:

@@ -500,6 +500,68 @@ def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(t
     assert "through SLURM" in text and all(n in text for n in nodes) and "seen measuring on the host" in text
 
 
+def test_other_jobs_on_the_node_are_read_from_squeue_and_the_projects_own_left_out(monkeypatch):
+    """A task asks squeue for the running jobs on its node; this project's tasks (tcb-...) are left
+    out (their cells are counted from the process table); no node name or a failing squeue: None."""
+    calls = []
+
+    def fake(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "17|alice|train.sh\n18_2|bob|tcb-r-s1-ab12cd\n19|carol|eval\n", "")
+
+    from collector.slurm_task import other_jobs_on_node
+
+    assert other_jobs_on_node("vm", run=fake) == ["17 (alice, train.sh)", "19 (carol, eval)"]
+    assert calls[0][:6] == ["squeue", "-h", "-w", "vm", "-t", "RUNNING"]
+    assert other_jobs_on_node("vm", run=lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "no")) is None
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    assert other_jobs_on_node(run=fake) is None  # not on a SLURM node
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError("squeue")
+
+    assert other_jobs_on_node("vm", run=missing) is None
+
+
+def test_real_another_users_job_beside_a_cell_is_recorded_and_reported(tmp_path):
+    """A job that is not a cell (a sleeper, one CPU on each node) runs while two stand-in cells are
+    measured: each cell's record names it and the run report says so."""
+    _need_slurm()
+    nodes = _nodes()
+    sleepers = []
+    for n in nodes:
+        got = subprocess.run(["sbatch", "--parsable", "-w", n, "-c", "1", "-J", "other-users-job", "-o", "/dev/null",
+                              "--wrap", "sleep 60"], capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0, got.stderr
+        sleepers.append(got.stdout.strip().split(";")[0])
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:  # both sleepers running before the cells start
+            st = subprocess.run(["squeue", "-h", "-j", ",".join(sleepers), "-o", "%T"], capture_output=True, text=True)
+            if st.stdout.split() == ["RUNNING"] * len(sleepers):
+                break
+            time.sleep(1)
+        proc = _collect_fake(tmp_path, "ob", 3)
+        assert proc.returncode == 0 and "submitted 2 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+        _wait(tmp_path / "ob", lambda s: s["counts"].get("done") == 2, timeout=120)
+    finally:
+        subprocess.run(["scancel", *sleepers], capture_output=True)
+    recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "ob" / "logs").glob("*.node-jobs.json"))]
+    assert len(recs) == 2
+    for rec in recs:
+        assert any("(" in j and "other-users-job)" in j for j in rec["before"] + rec["after"]), rec
+        assert not any("tcb-" in j for j in rec["before"] + rec["after"])
+    from analysis.context import build_run_report, prepare
+    from analysis.load import discover_runs, load
+
+    runs = discover_runs(tmp_path)
+    loaded = load(runs)
+    prepare(loaded)
+    text = " ".join(build_run_report(loaded, next(r for r in runs if r.run_id == "ob"), reps=100).notes)
+    assert "2 of 2 cells ran on a SLURM node where other jobs ran at the same time" in text
+    assert "other-users-job" in text and "SLURM_EXCLUSIVE=1" in text
+
+
 def test_real_time_limit_is_reported_and_a_resubmission_with_more_time_finishes(tmp_path):
     """A cell longer than its task's 1-minute limit: submitit's SIGUSR2 before the limit stops it,
     status says timed out with the limit; RESUBMIT with SLURM_TIME=3 measures it."""
