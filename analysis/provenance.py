@@ -13,6 +13,8 @@ def other_jobs(run, all_rows: list[dict]) -> dict[str, list[str]]:
     """cell id -> the other users' jobs that ran on its SLURM node while it was measured (asked of
     squeue before and after), for the cells with a row; cells without a record are left out."""
     out = {}
+    if getattr(run, "path", None) is None:
+        return out
     logs = run.path / "logs"
     for r in all_rows:
         path = logs / f"{r['cell_id']}{NODE_JOBS}"

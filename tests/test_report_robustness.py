@@ -59,8 +59,9 @@ def test_one_file_with_a_text_schema_version_leaves_the_others_alone(fixture_cop
     assert "2 input file(s) were skipped" in md and f"{len(files) - 2} cells" in md
 
 
-@pytest.mark.parametrize("content", [b"", b"\x00\xff\xfe binary"]  # the fast tier takes two, the suite all five
-                         + [pytest.param(c, marks=pytest.mark.slow) for c in (b"[]", b"null", b'{"sessions": 5}')])
+@pytest.mark.parametrize("content", [b""]  # the fast tier takes one, the suite all five
+                         + [pytest.param(c, marks=pytest.mark.slow)
+                            for c in (b"\x00\xff\xfe binary", b"[]", b"null", b'{"sessions": 5}')])
 def test_a_bad_run_json_affects_its_own_run_only(fixture_copy, tmp_path, content):
     shutil.copytree(fixture_copy / RUN, fixture_copy / "other")
     (fixture_copy / "other" / "run.json").write_bytes(content)
@@ -73,6 +74,7 @@ def test_a_bad_run_json_affects_its_own_run_only(fixture_copy, tmp_path, content
     assert n == 2 * len(_cells(fixture_copy))  # both runs' cells, the bad manifest's included
 
 
+@pytest.mark.slow  # 4 s: the full suite, not test-fast
 def test_reports_are_written_under_the_folder_name_never_where_run_json_says(fixture_copy, tmp_path):
     manifest = fixture_copy / RUN / "run.json"
     data = json.loads(manifest.read_text())
@@ -239,6 +241,7 @@ def test_killed_renders_never_leave_mixed_generations(fixture_copy, tmp_path):
     assert _generation(out)["estimates.json"].startswith("4 cells")
 
 
+@pytest.mark.slow  # 4 s: the full suite, not test-fast
 def test_a_fifo_named_like_a_cell_file_is_skipped_by_name_not_waited_on(fixture_copy, tmp_path):
     os.mkfifo(fixture_copy / RUN / "cells" / "zz__infer__float32__bs1__default__model.parquet")
     done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out", str(tmp_path / "o"),
@@ -248,6 +251,7 @@ def test_a_fifo_named_like_a_cell_file_is_skipped_by_name_not_waited_on(fixture_
     assert _count(fixture_copy)[1] == 7
 
 
+@pytest.mark.slow  # 4 s: the full suite, not test-fast
 def test_a_planted_scratch_file_is_not_trusted(fixture_copy, tmp_path):
     """The zero-row schema file the loader needs is its own, in a private folder removed at exit; a
     zero-byte file planted where older versions kept it changes nothing."""
