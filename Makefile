@@ -54,7 +54,8 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--slurm-cpus,$(SLURM_CPUS)) $(call opt,--slurm-gpus,$(SLURM_GPUS)) $(call opt,--slurm-mem,$(SLURM_MEM)) \
   $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(SLURM_EXCLUSIVE),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
   $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
-REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)") $(foreach p,$(REPEATS),--repeat "$(p)"),$(foreach r,$(RUN),--run "$(r)")) \
+REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
+  $(foreach p,$(REPEATS),--repeat "$(p)") \
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
