@@ -19,6 +19,7 @@ noise within the process only, and the report says so.
 """
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -73,6 +74,52 @@ class RunStats:
     intervals: dict  # cell id -> (lo, hi), the 95% percentile interval of those replicates
 
 
+def t_cdf(t: float, df: int) -> float:
+    """Student's t distribution function for an integer number of degrees of freedom (the closed
+    form of Abramowitz & Stegun 26.7.3/26.7.4: a finite sum, no special function needed)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be 1 or more, got {df}")
+    theta = math.atan2(t, math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:  # odd: A = (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...))
+        term, acc = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 3) // 2 + 1):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            acc += term
+        a = (2 / math.pi) * (theta + (s * math.cos(theta) * acc if df > 1 else 0.0))
+    else:  # even: A = sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+        term, acc = 1.0, 1.0
+        for k in range(1, (df - 2) // 2 + 1):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            acc += term
+        a = s * acc
+    return 0.5 + 0.5 * a
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p quantile of Student's t with `df` degrees of freedom (bisection on t_cdf, to 1e-12)."""
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, abs(mid)):
+            break
+    return (lo + hi) / 2
+
+
+def exact_t_interval(log_values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """exp of the t interval of the mean of per-process logs (P >= 2 values): the bounds the
+    process-level replicates approximate by Monte Carlo."""
+    x = np.asarray(log_values, float)
+    n = len(x)
+    half = t_quantile(1 - (1 - level) / 2, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    m = float(x.mean())
+    return math.exp(m - half), math.exp(m + half)
+
+
 def run_stats(loaded, run_id: str, reps: int = DEFAULT_REPS) -> RunStats:
     """The run's RunStats, computed on first use and kept on `loaded` (the first computation of a
     run stands for every reader of it, as the report's own intervals do)."""
@@ -81,8 +128,12 @@ def run_stats(loaded, run_id: str, reps: int = DEFAULT_REPS) -> RunStats:
         cells = [c for c, compiled in run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
         by_cell = bootstrap_speedups(cells, reps=reps)
         bounds = intervals(np.stack(list(by_cell.values()))) if by_cell else []
-        loaded.cache[key] = RunStats(run_id, reps, by_cell,
-                                     {cid: (float(lo), float(hi)) for cid, (lo, hi) in zip(by_cell, bounds)})
+        own = {cid: (float(lo), float(hi)) for cid, (lo, hi) in zip(by_cell, bounds)}
+        for c in cells:  # several processes: a cell's own interval is the exact t bound (the draws
+            if c.processes >= 2:  # stay for what is built from them: geometric means, comparisons)
+                own[c.key] = exact_t_interval(np.log(process_medians(c.eager_ms, c.processes)
+                                                     / process_medians(c.compiled_ms, c.processes)))
+        loaded.cache[key] = RunStats(run_id, reps, by_cell, own)
     return loaded.cache[key]
 
 

@@ -162,3 +162,36 @@ def test_verdict_needs_the_minimum_effect():
     assert stats.verdict(1.001, 1.008, 1.004, 0.02) == "no clear difference"
     assert stats.verdict(1.02, 1.08, 1.05, 0.02) == "faster"
     assert stats.verdict(0.9, 0.97, 0.94, 0.02) == "slower"
+
+
+def test_a_cells_own_interval_is_the_exact_t_bound():
+    """stats.t_quantile (closed form, bisection) agrees with the integrated density for small and
+    large df; a run's per-cell interval of a cell with several processes is exp of the exact t
+    interval of its per-process log speedups, not the draws' quantiles (which with 2 degrees of
+    freedom were up to ~10% off in the tails); a one-process cell keeps the bootstrap quantiles."""
+    for df in (1, 2, 3, 4, 5, 7, 10, 29):
+        for q in (0.9, 0.975, 0.995):
+            assert abs(stats.t_quantile(q, df) - t_quantile(q, df)) < 2e-3 * t_quantile(q, df), (df, q)
+        assert abs(stats.t_cdf(stats.t_quantile(0.975, df), df) - 0.975) < 1e-9
+    with pytest.raises(ValueError):
+        stats.t_cdf(1.0, 0)
+    from analysis.context import prepare
+    from analysis.load import discover_runs, load
+    from conftest import ROOT
+
+    found = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
+    loaded = load([found["aa-venv-direct"], found["quick-h200"]])
+    prepare(loaded)
+    for run_id in ("aa-venv-direct", "quick-h200"):
+        rs = stats.run_stats(loaded, run_id)
+        for c, _ in stats.run_samples(loaded, run_id):
+            if c.key not in rs.intervals:
+                continue
+            lo, hi = rs.intervals[c.key]
+            if c.processes >= 2:
+                logs = np.log(stats.process_medians(c.eager_ms, c.processes)
+                              / stats.process_medians(c.compiled_ms, c.processes))
+                _, tlo, thi = t_interval(logs)
+                assert abs(np.log(lo) - tlo) < 1e-3 * (thi - tlo) and abs(np.log(hi) - thi) < 1e-3 * (thi - tlo)
+            else:
+                assert (lo, hi) == pytest.approx(stats.interval(rs.speedup_reps[c.key]))
