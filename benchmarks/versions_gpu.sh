@@ -5,7 +5,9 @@
 #                                                        .whl/torch-VERSION by its MANIFEST-VERSION and install it
 #                                                        (benchmarks/torch-stack install) unless installed already
 #   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions under every interpreter PY, interleaved
-#                                                        cell by cell; start no cell after SECONDS (the same call resumes)
+#                                                        cell by cell; start no cell after SECONDS (the same call resumes);
+#                                                        CELLS='<pattern>,...' in the environment narrows the matrix (make
+#                                                        reads it), as the third lease did (docs/measurement.md)
 #   bash benchmarks/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
 #                                                        run directly (direct), through a virtualenv whose only packages
 #                                                        are the image's (venv), and through that virtualenv with every
