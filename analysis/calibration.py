@@ -42,11 +42,6 @@ def welch(rng, a: np.ndarray, b: np.ndarray, reps: int = 20000) -> tuple[float, 
     return d - t * se, d + t * se
 
 
-def log_process_speedups(c) -> np.ndarray:
-    """A cell's per-process log speedups (eager / compiled median of each process)."""
-    return np.log(stats.process_medians(c.eager_ms, c.processes) / stats.process_medians(c.compiled_ms, c.processes))
-
-
 def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> list[tuple]:
     """The comparison's speedup-change interval against a Welch interval on committed run pairs:
     per pair, cells with 3+ processes in both runs, how many intervals hold 0, how many would be
@@ -75,7 +70,7 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
         for k in keys:
             d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))  # the change's replicates
             lo, hi = stats.interval(d_now)
-            la, lb = log_process_speedups(sa[k]), log_process_speedups(sb[k])
+            la, lb = stats.log_process_speedups(sa[k]), stats.log_process_speedups(sb[k])
             wlo, whi = welch(rng, la, lb)
             now0 += lo <= 0 <= hi
             welch0 += wlo <= 0 <= whi

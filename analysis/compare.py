@@ -316,7 +316,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                       *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
                      for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
-    labels = {p["cell_id"]: cell_label(p) for p in pairs}
+    labels = pe.labels
     ms = (lambda v: "-" if v is None else f"{v:.3f} ms")
     fmt = {"compiled": ("compiled_a", "compiled_b", ms), "eager": ("eager_a", "eager_b", ms),
            "speedup": ("speedup_a", "speedup_b", fmt_x), "cold": ("cold_a", "cold_b", fmt_s),

@@ -35,10 +35,6 @@ class PairEstimates:
     ests: dict[str, dict[str, est.Estimate]]  # quantity -> cell_id -> estimate
 
     @property
-    def by_id(self) -> dict[str, dict]:
-        return {p["cell_id"]: p for p in self.pairs}
-
-    @property
     def labels(self) -> dict[str, str]:
         return {p["cell_id"]: cell_label(p) for p in self.pairs}
 

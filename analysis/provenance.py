@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 
-NODE_JOBS = ".node-jobs.json"  # collector/slurm_task.py: the other jobs on a SLURM node while a cell ran
+from collector.contract import NODE_JOBS  # written by collector/slurm_task.py
 
 
 def other_jobs(run, all_rows: list[dict]) -> dict[str, list[str]]:
     """cell id -> the other users' jobs that ran on its SLURM node while it was measured (asked of
     squeue before and after), for the cells with a row; cells without a record are left out."""
     out = {}
-    if getattr(run, "path", None) is None:
-        return out
     logs = run.path / "logs"
     for r in all_rows:
         path = logs / f"{r['cell_id']}{NODE_JOBS}"
@@ -78,7 +76,7 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
         notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "
                      f"{hosts[0] if hosts else '?'} the same): host-bound steps can differ between machines of one "
                      "kind; compare cells from one machine where the difference matters.")
-    beside = other_jobs(run, all_rows)
+    beside = other_jobs(run, all_rows) if slurm else {}  # only SLURM tasks write the record
     if beside:
         jobs = sorted({j for js in beside.values() for j in js})
         notes.append(f"{len(beside)} of {len(all_rows)} cells ran on a SLURM node where other jobs ran at the same "

@@ -71,7 +71,13 @@ class RunStats:
     run_id: str
     reps: int
     speedup_reps: dict  # cell id -> replicates of the speedup (over processes, or blocks for one process)
-    intervals: dict  # cell id -> (lo, hi), the 95% percentile interval of those replicates
+    intervals: dict  # cell id -> (lo, hi): the exact t bound over processes (exact_t_interval), or for a
+    # cell of one process the 95% percentile interval of its block-bootstrap replicates
+
+
+def log_process_speedups(c: CellSamples) -> np.ndarray:
+    """A cell's per-process log speedups (ln of eager / compiled median of each process)."""
+    return np.log(process_medians(c.eager_ms, c.processes) / process_medians(c.compiled_ms, c.processes))
 
 
 def t_cdf(t: float, df: int) -> float:
@@ -127,13 +133,14 @@ def run_stats(loaded, run_id: str, reps: int = DEFAULT_REPS) -> RunStats:
     if key not in loaded.cache:
         cells = [c for c, compiled in run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
         by_cell = bootstrap_speedups(cells, reps=reps)
-        bounds = intervals(np.stack(list(by_cell.values()))) if by_cell else []
-        own = {cid: (float(lo), float(hi)) for cid, (lo, hi) in zip(by_cell, bounds)}
-        for c in cells:  # several processes: a cell's own interval is the exact t bound (the draws
-            if c.processes >= 2:  # stay for what is built from them: geometric means, comparisons)
-                own[c.key] = exact_t_interval(np.log(process_medians(c.eager_ms, c.processes)
-                                                     / process_medians(c.compiled_ms, c.processes)))
-        loaded.cache[key] = RunStats(run_id, reps, by_cell, own)
+        # several processes: a cell's own interval is the exact t bound (the draws stay for what is
+        # built from them: geometric means, comparisons); one process: its bootstrap quantiles
+        own = {c.key: exact_t_interval(log_process_speedups(c)) for c in cells if c.processes >= 2}
+        single = [k for k in by_cell if k not in own]
+        if single:
+            bounds = intervals(np.stack([by_cell[k] for k in single]))
+            own.update({k: (float(lo), float(hi)) for k, (lo, hi) in zip(single, bounds)})
+        loaded.cache[key] = RunStats(run_id, reps, by_cell, {k: own[k] for k in by_cell})
     return loaded.cache[key]
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector import envinfo
+from collector.contract import NODE_JOBS
 from collector.slurm_status import TIMED_OUT, record_stop
 from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
-from collector.store import RunStore
+from collector.store import RunStore, write_json
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,6 @@ class CellJob:
 
 
 OWN_JOBS = "tcb-"  # the project's array tasks (collector/slurm.py names them): counted from the process table
-NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: the other jobs on the node while the cell ran
 
 
 def other_jobs_on_node(node: str | None = None, run=subprocess.run) -> list[str] | None:
@@ -168,8 +168,6 @@ def _measure_claimed(job: CellJob, store: RunStore, matrix, cell, env: dict, lau
         row = measure_cell(cell, matrix, env, job.run_id, store.run_dir, launcher)
         stop_mod.check_interrupted()
         after = other_jobs_on_node()
-        from collector.store import write_json
-
         write_json(store.logs_dir / f"{job.cell_id}{NODE_JOBS}",
                    {"node": env.get("hostname"), "job_id": _job_id(), "before": before, "after": after})
         store.write_row(row)

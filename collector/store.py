@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from collector import schema
-from collector.contract import PROTOCOL_BEFORE, upgrade_manifest
+from collector.contract import PROTOCOL_BEFORE, pid_alive, upgrade_manifest
 from collector.matrix import SETTINGS, Matrix
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -262,12 +262,7 @@ class RunStore:
         if owner.get("job_id"):
             return owner["job_id"] in live_jobs
         if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
-            try:
-                os.kill(owner["pid"], 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:  # another user's live process
-                return True
+            return pid_alive(owner["pid"])
         return True
 
     def write_row(self, row: dict) -> Path:

@@ -94,17 +94,16 @@ def test_a_cell_measured_beside_another_collectors_cell_records_it(tmp_path, rea
     assert (alone["concurrent_cells"], beside["concurrent_cells"], two_workers["concurrent_cells"]) == (1, 2, 3)
 
 
-def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neighbours():
+def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neighbours(tmp_path):
     from types import SimpleNamespace
 
     from analysis import provenance
 
-    run = SimpleNamespace(manifest={"sessions": [
+    run = SimpleNamespace(path=tmp_path, manifest={"sessions": [
         {"hostname": "login", "executor": "slurm", "slurm_arrays": ["15"]},
         {"hostname": "login", "executor": "slurm", "slurm_arrays": ["9", "12"]}]})
-    rows = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": None},
-            {"hostname": "vm", "concurrent_cells": 2, "gpu_index": None},
-            {"hostname": "node2", "concurrent_cells": 1, "gpu_index": None}]
+    rows = [{"cell_id": f"c{i}", "hostname": h, "concurrent_cells": n, "gpu_index": None}
+            for i, (h, n) in enumerate([("vm", 2), ("vm", 2), ("node2", 1)])]
     notes = provenance.collection_notes(run, rows)
     assert notes[0] == ("Collected through SLURM: 2 submissions (job arrays 9, 12, 15); "
                         "cells ran on node2 (1 cell), vm (2 cells).")

@@ -498,6 +498,8 @@ def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(t
     prepare(loaded)
     text = " ".join(build_run_report(loaded, next(r for r in runs if r.run_id == "two"), reps=100).notes)
     assert "through SLURM" in text and all(n in text for n in nodes) and "seen measuring on the host" in text
+    assert "where other jobs ran" not in text  # the project's own tasks are not "other jobs"
+    assert len(list((tmp_path / "two" / "logs").glob("*.node-jobs.json"))) == 4
 
 
 def test_other_jobs_on_the_node_are_read_from_squeue_and_the_projects_own_left_out(monkeypatch):
