@@ -69,6 +69,9 @@ SETTINGS = (
     Setting("recompile_sweep", bool, False, must_match=False, cli="--recompile-sweep", make="SWEEP",
             help="inference cells: after timing, call the compiled step at x2, x4 and /2 the batch size in the "
                  "same process and record the first calls and recompiles (default 0)"),
+    Setting("kernel_profile", bool, False, must_match=False, cli="--kernel-profile", make="PROFILE",
+            help="after timing, in the cold process, profile each side's steps (torch.profiler) and record "
+                 "its kernels by kind and name, per step (default 0)"),
     Setting("tf32", bool, False, cli="--tf32", make="TF32", help="TF32 for float32 matmuls and convolutions (default 0)"),
 )
 # protocol key -> (type, minimum, maximum), for validation

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -29,8 +29,10 @@ V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_
 V5 = ("processes", "process_wall_s", "process_errors", "hygiene", "planted_slowdown_pct", "planted_delay_ms")
 # v6 the number of kernels Inductor generated for the cell's compile
 V6 = ("kernel_count",)
+# v7 the kernel profile (protocol kernel_profile): each side's kernels by kind and name, per step
+V7 = ("kernel_profile_json",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
-            **{c: 6 for c in V6}}
+            **{c: 6 for c in V6}, **{c: 7 for c in V7}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -86,6 +88,9 @@ FIELDS = [
     ("kernel_count", _i64),  # kernels Inductor generated for the cell's compile (v6; cold process)
     ("recompile_count", _i64), ("recompile_reasons_json", _str),
     ("cudagraph_skip_count", _i64), ("cudagraph_skip_reasons_json", _str), ("compile_split_json", _str),
+    # kernel profile (v7; protocol kernel_profile, cold process, after timing): {side: {device, steps,
+    # us_per_step, kinds {kind: us a step}, kernels [{name, kind, calls, us} a step], other_us}}
+    ("kernel_profile_json", _str),
     # bytes the cold compile wrote to its fresh inductor and Triton cache directories
     ("cache_inductor_bytes", _i64), ("cache_triton_bytes", _i64),
     # work: FLOPs of one eager step (torch.utils.flop_counter; train: forward + backward)

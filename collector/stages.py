@@ -1,5 +1,5 @@
 """The measured child's stages, in order (`measure`): setup, the float64 reference, eager's first
-call, compile and warm-up, the timed blocks, the batch-size sweep, the status; a CellRun carries what
+call, compile and warm-up, the timed blocks, the kernel profile, the batch-size sweep, the status; a CellRun carries what
 they share."""
 from __future__ import annotations
 
@@ -145,6 +145,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     _eager_first_call(run)
     _compile(run)
     _timing(run)
+    _profile(run)
     _sweep(run)
     _final_status(run)
 
@@ -339,6 +340,19 @@ def _timing(run: CellRun) -> None:
         result[f"{side}_block_wall_ms"] = rec["wall"]
         if cuda:
             result[f"{side}_peak_allocated_bytes"], result[f"{side}_peak_reserved_bytes"] = peak[side]
+
+
+def _profile(run: CellRun) -> None:
+    """The cold process, if asked: each side's kernels under torch.profiler (collector.profile)."""
+    if not (run.cold and run.job.protocol.kernel_profile):
+        return
+    from collector.profile import profile_sides
+
+    run.stage.name = "profile"
+    sides = [("eager", run.sides.eager)] + ([("compiled", run.sides.compiled)] if run.sides.compiled else [])
+    medians = {side: statistics.median(run.result[f"{side}_step_ms"]) for side, _ in sides
+               if run.result.get(f"{side}_step_ms")}
+    run.result["kernel_profile_json"] = profile_sides(run.torch, sides, medians, run.cuda, run.clock.sync)
 
 
 def _sweep(run: CellRun) -> None:

@@ -1,0 +1,74 @@
+"""The kernel profile (collector.profile): kinds by name, the per-step record, and the real path on
+the CPU through the cell's stages with Inductor."""
+import json
+
+import pytest
+import torch
+
+from collector import cell, profile
+from tests.test_cell import TINY, _spec
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("triton_poi_fused_add_relu_3", "triton"),
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "conv"),
+    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTT", "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm>", "gemm"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "aten"),
+    ("Memcpy HtoD (Pageable -> Device)", "memory"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>", "attention"),
+    ("Torch-Compiled Region: 0/0", "framework"),
+    ("aten::addmm", "aten"),
+    ("some_custom_kernel", "other"),
+])
+def test_kernels_are_sorted_into_kinds_by_name(name, kind):
+    assert profile.kind_of(name) == kind
+
+
+def test_the_record_is_per_step_and_keeps_the_largest_names():
+    events = [("a_gemm", 300.0, 10), ("triton_b", 100.0, 20), ("a_gemm", 100.0, 10)]
+    events += [(f"triton_small_{i}", 1.0, 1) for i in range(profile.TOP + 5)]
+    rec = profile.summarize(events, steps=10, device="cuda")
+    assert rec["steps"] == 10
+    assert rec["kernels"][0] == {"name": "a_gemm", "kind": "gemm", "calls": 2.0, "us": 40.0}
+    assert rec["kernels"][1]["us"] == 10.0 and rec["kernels"][1]["calls"] == 2.0
+    assert len(rec["kernels"]) == profile.TOP
+    # what the top list leaves out is summed, so kept + other = the whole step
+    kept = sum(k["us"] for k in rec["kernels"])
+    assert kept + rec["other_us"] == pytest.approx(rec["us_per_step"])
+    assert rec["kinds"] == pytest.approx({"gemm": 40.0, "triton": 10.0 + (profile.TOP + 5) * 0.1})
+
+
+@pytest.mark.parametrize("step_ms, steps", [(0.1, profile.MAX_STEPS), (20.0, 10), (500.0, profile.MIN_STEPS),
+                                            (0.0, profile.MIN_STEPS)])
+def test_about_the_asked_step_time_is_profiled(step_ms, steps):
+    assert profile.steps_for(step_ms) == steps
+
+
+def test_a_profiler_failure_leaves_the_figure_null(monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("CUPTI unavailable")
+    monkeypatch.setattr(profile, "profile_side", boom)
+    assert profile.profile_sides(torch, [("eager", lambda: None)], {}, False, lambda: None) is None
+
+
+@pytest.mark.compile
+def test_a_cell_with_kernel_profile_records_both_sides_operators():
+    """The real path: a tiny MLP through every stage with Inductor, profiled after timing. Its eager
+    step is two addmm a step (two Linear layers); the compiled side runs Inductor's graph."""
+    torch._dynamo.reset()
+    result = cell.run_cell(_spec(TINY["mlp"], kernel_profile=True))
+    assert result["status"] == "ok", result.get("error")
+    prof = json.loads(result["kernel_profile_json"])
+    assert set(prof) == {"eager", "compiled"}
+    eager = {k["name"]: k for k in prof["eager"]["kernels"]}
+    assert eager["aten::addmm"]["calls"] == 2.0
+    assert prof["eager"]["device"] == "cpu" and prof["eager"]["steps"] >= profile.MIN_STEPS
+    assert any(k["kind"] == "framework" for k in prof["compiled"]["kernels"])
+
+
+@pytest.mark.compile
+def test_without_the_setting_no_profile_is_taken():
+    torch._dynamo.reset()
+    result = cell.run_cell(_spec(TINY["mlp"]))
+    assert result["status"] == "ok" and result.get("kernel_profile_json") is None
