@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import changes, pair_estimates, repeats
+from analysis import changes, kernels, pair_estimates, repeats
 from analysis import estimates as est
 from analysis import stats
 
@@ -123,6 +123,7 @@ class CompareReport:
     trend_cells: list = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
     repeat_pairs: list = field(default_factory=list)  # repeats.RepeatPair: this pair first, then --repeat's
     repeat_rows: list = field(default_factory=list)  # repeats.RepeatRow per change called in any pair
+    kernel_rows: list = field(default_factory=list)  # kernels.PairRow per side of cells profiled in both runs
 
 
 def _pct(r: float) -> str:
@@ -364,4 +365,5 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                    "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason}
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
-        repeat_pairs=rep_pairs, repeat_rows=rep_rows)
+        repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.compare_rows(
+            con, a.run_id, b.run_id, cell_label, lambda side, cid: cid in ests[side] and ests[side][cid].call in css))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis import provenance, stats, why
+from analysis import kernels, provenance, stats, why
 from analysis import verdict as verdict_mod
 from analysis.fmt import (byte_unit, cell_label, failure_summary, fmt_bytes, fmt_ms, fmt_pct, fmt_s,  # noqa: F401
                            fmt_steps, fmt_x)
@@ -145,6 +145,7 @@ class RunReport:
     split_stages: list = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
     peak_line: str = ""
     sweeps: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)  # analysis.kernels.RunRow per profiled cell and side
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
     verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
@@ -328,6 +329,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     efficiency = why.efficiency_rows(all_rows, peaks, cell_label)
     splits = why.split_rows(comp, cell_label, fmt_s, fmt_bytes)
     sweeps = why.sweep_rows(all_rows, cell_label)
+    kernel_rows = kernels.run_rows(all_rows, cell_label)
     known_peaks = {k: v for k, v in peaks.items() if isinstance(v, (int, float))}
     peak_line = ("Measured peak on this device (a large matrix product, once per run): "
                  + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
@@ -385,7 +387,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
-        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, chart_rows=chart_rows,
+        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, kernels=kernel_rows, chart_rows=chart_rows,
         reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer,
         meta={"torch_version": env.get("torch_version"), "device": env.get("device"),
               "device_name": env.get("device_name"), "preset": run.manifest.get("preset"),

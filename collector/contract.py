@@ -59,6 +59,13 @@ def last_logged_step(text: str) -> str | None:
 # protocol keys added after runs were first collected, with the value every run made before had:
 # the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
 # run and for the analysis reading one
+def is_annotation(name: str) -> bool:
+    """A profiler range around kernels, not a kernel: torch.profiler records record_function ranges
+    (Optimizer.step#AdamW.step, ## Call CompiledFxGraph ... ##) on the GPU's timeline as well, where
+    they would count their kernels twice (the kernel profile, collector/profile.py)."""
+    return "#" in name and "(" not in name
+
+
 NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)
 PROTOCOL_BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
 

@@ -20,6 +20,7 @@ import math
 import time
 
 from collector.childlog import log
+from collector.contract import is_annotation
 
 PROFILE_MS = 200.0  # profile about this much step time per side
 MIN_STEPS, MAX_STEPS = 3, 50
@@ -75,12 +76,14 @@ def summarize(events: list[tuple[str, float, int]], steps: int, device: str) -> 
 
 
 def _events(torch, prof, cuda: bool) -> list[tuple[str, float, int]]:
-    """(name, total microseconds, calls) of the device kernels (CUDA) or the operators' self CPU time."""
+    """(name, total microseconds, calls) of the device kernels (CUDA; not the record_function ranges
+    the profiler also puts on the GPU timeline) or the operators' self CPU time."""
     out = []
     for avg in prof.key_averages():
         dev_type = getattr(avg, "device_type", None)
         if cuda:
-            if dev_type != torch.autograd.DeviceType.CUDA:
+            if dev_type != torch.autograd.DeviceType.CUDA or getattr(avg, "is_user_annotation", False) \
+                    or is_annotation(avg.key):  # a range around kernels on the GPU timeline
                 continue
             us = next((getattr(avg, a) for a in ("self_device_time_total", "self_cuda_time_total",
                                                  "device_time_total", "cuda_time_total") if hasattr(avg, a)), 0.0)

@@ -1,0 +1,180 @@
+"""Where a step's time goes, from the kernel profile (collector/profile.py, `PROFILE=1`).
+
+Per side, the profile gives the kernels' device time a step (on the CPU: the operators' self time);
+beside the timed step (the median over every process) it splits the step into the part the device
+spent in kernels and the rest: launch gaps and host work the device waited for. Between two runs
+the same split says whether a step-time change happened in the kernels (and in which kinds and which
+kernels by name) or beside them, on the host. The profile comes from one process a run (the cold
+one, after timing): it attributes a change the step-time estimates call; it calls nothing itself.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from collector.contract import is_annotation
+
+SIDES = ("eager", "compiled")
+SHARE = 0.5  # a part "carries" a step change when it moved the same way by at least this share of it
+STEADY = 0.01  # a step change below 1% of the step is "unchanged"
+TOP_MOVED = 3
+
+
+@dataclass(frozen=True)
+class Split:
+    """One side of one cell: the timed step, the kernels' time a step and what they are."""
+
+    step_ms: float
+    kernel_ms: float
+    kinds: dict  # kind -> ms a step
+    kernels: dict  # name -> (kind, calls a step, ms a step), the largest names the profile kept
+    device: str  # cuda or cpu
+
+    @property
+    def rest_ms(self) -> float:
+        """The part of the step outside the kernels (launch gaps, host work); negative where the
+        profiled kernels outlast the timed step (steps overlapping in the queue)."""
+        return self.step_ms - self.kernel_ms
+
+    @property
+    def busy(self) -> float:
+        return self.kernel_ms / self.step_ms
+
+
+def splits(row: dict) -> dict[str, Split]:
+    """{side: Split} of a stats row with a kernel profile (empty without one, or unreadable)."""
+    raw = row.get("kernel_profile_json")
+    if not raw:
+        return {}
+    try:
+        prof = json.loads(raw)
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for side in SIDES:
+        rec, step = prof.get(side), row.get(f"{side}_median_ms")
+        if not rec or not step:
+            continue
+        device = rec.get("device", "cuda")
+        kinds = {k: v / 1e3 for k, v in rec["kinds"].items()}
+        kernels, total = {}, rec["us_per_step"] / 1e3
+        for k in rec["kernels"]:
+            if device == "cuda" and is_annotation(k["name"]):
+                # a range the first profiles (2026-12-02, before the collector dropped them) counted as a kernel
+                total -= k["us"] / 1e3
+                kinds[k["kind"]] = kinds.get(k["kind"], 0.0) - k["us"] / 1e3
+                continue
+            kernels[k["name"]] = (k["kind"], k["calls"], k["us"] / 1e3)
+        out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9}, kernels, device)
+    return out
+
+
+def _ms(v: float) -> str:
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
+
+
+def _kinds(s: Split, n: int = 3) -> str:
+    top = sorted(s.kinds.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"{k} {_ms(v)}" for k, v in top if v > 0)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    label: str
+    side: str
+    step: str
+    kernels: str
+    busy: str
+    kinds: str
+    top: str
+
+
+def run_rows(rows: list[dict], label) -> list[RunRow]:
+    """The run report's table: per profiled cell and side, step, kernel time, busy share, kinds."""
+    out = []
+    for r in rows:
+        for side, s in splits(r).items():
+            name, (kind, calls, ms) = max(s.kernels.items(), key=lambda kv: kv[1][2]) if s.kernels else ("-", ("", 0, 0))
+            out.append(RunRow(label(r), side, _ms(s.step_ms), _ms(s.kernel_ms), f"{s.busy:.0%}", _kinds(s),
+                              f"{short(name)} ({_ms(ms)} ms, {calls:g} a step)" if s.kernels else "-"))
+    return out
+
+
+def where(a: Split, b: Split) -> str:
+    """Which part of the step carried its change from a to b: the kernels, the rest, both, or none."""
+    d_step, d_kern, d_rest = b.step_ms - a.step_ms, b.kernel_ms - a.kernel_ms, b.rest_ms - a.rest_ms
+    if abs(d_step) < STEADY * a.step_ms:
+        return "unchanged"
+    kern = d_kern * d_step > 0 and abs(d_kern) >= SHARE * abs(d_step)
+    rest = d_rest * d_step > 0 and abs(d_rest) >= SHARE * abs(d_step)
+    unit = "kernels" if a.device == "cuda" else "operators"
+    if kern and rest:
+        return f"{unit} and host"
+    if kern:
+        return unit
+    if rest:
+        return "host (beside the " + unit + ")"
+    return "neither alone"
+
+
+def short(name: str, limit: int = 70) -> str:
+    """A kernel's name for a table: no "void", no anonymous namespaces, template brackets as [],
+    cut to `limit` characters (names are matched in full; this is for reading)."""
+    name = name.replace("void ", "").replace("(anonymous namespace)::", "").replace("<", "[").replace(">", "]")
+    return name[:limit] + ("…" if len(name) > limit else "")
+
+
+def moved(a: Split, b: Split, n: int = TOP_MOVED) -> str:
+    """What moved most, in ms a step: the kinds (beyond 0.5% of A's kernel time), the kernels by name
+    that both profiles kept (beyond 1%), and the time of names kept in one run only (a library that
+    picked another kernel, Inductor that named its kernels otherwise)."""
+    kinds = sorted(set(a.kinds) | set(b.kinds), key=lambda k: -abs(b.kinds.get(k, 0) - a.kinds.get(k, 0)))
+    parts = [f"{k} {_ms(a.kinds.get(k, 0))} to {_ms(b.kinds.get(k, 0))}" for k in kinds[:2]
+             if abs(b.kinds.get(k, 0) - a.kinds.get(k, 0)) > 0.005 * a.kernel_ms]
+    both = sorted(set(a.kernels) & set(b.kernels), key=lambda k: -abs(b.kernels[k][2] - a.kernels[k][2]))
+    parts += [f"{short(k)} {_ms(a.kernels[k][2])} to {_ms(b.kernels[k][2])} ({b.kernels[k][1]:g} a step)"
+              for k in both[:n] if abs(b.kernels[k][2] - a.kernels[k][2]) > 0.01 * a.kernel_ms]
+    only_a = sum(v[2] for k, v in a.kernels.items() if k not in b.kernels)
+    only_b = sum(v[2] for k, v in b.kernels.items() if k not in a.kernels)
+    if only_a or only_b:
+        parts.append(f"names in one run only {_ms(only_a)} to {_ms(only_b)}")
+    return "; ".join(parts) or "-"
+
+
+@dataclass(frozen=True)
+class PairRow:
+    label: str
+    side: str
+    step: str  # a -> b, ms
+    kernels: str  # a -> b, ms
+    rest: str  # a -> b, ms
+    where: str
+    moved: str
+
+
+def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:
+    """pair_rows of runs a and b read from the stats table (cells profiled in both, paired on cell id);
+    called(side, cell_id): whether the comparison called that side's step-time change."""
+    from analysis.context import _records
+
+    rb = {r["cell_id"]: r for r in _records(con, "cells_of_run", b)}
+    return pair_rows([(label(r), r, rb[r["cell_id"]]) for r in _records(con, "cells_of_run", a)
+                      if r["cell_id"] in rb and r.get("kernel_profile_json") and rb[r["cell_id"]].get("kernel_profile_json")],
+                     called)
+
+
+def pair_rows(pairs: list[tuple[str, dict, dict]], called) -> list[PairRow]:
+    """The comparison's table from (label, stats row of A, stats row of B) of paired cells profiled in
+    both runs: per side, step, kernels and the rest in A and B, what moved, and where the change was
+    when the comparison called it (else "not called": a move within the noise is no one's to carry)."""
+    out = []
+    for label, ra, rb in pairs:
+        sa, sb = splits(ra), splits(rb)
+        for side in SIDES:
+            if side in sa and side in sb:
+                a, b = sa[side], sb[side]
+                out.append(PairRow(label, side, f"{_ms(a.step_ms)} -> {_ms(b.step_ms)}",
+                                   f"{_ms(a.kernel_ms)} -> {_ms(b.kernel_ms)}",
+                                   f"{_ms(a.rest_ms)} -> {_ms(b.rest_ms)}",
+                                   where(a, b) if called(side, ra["cell_id"]) else "not called", moved(a, b)))
+    return out

@@ -1,0 +1,116 @@
+"""The kernel profile in the analysis (analysis/kernels.py): the split of a step into kernels and the
+rest, which part carried a change, and the comparison's section on synthetic runs with a known split."""
+import json
+
+import numpy as np
+import pytest
+
+from analysis import kernels
+from tests.test_compare import compare
+
+
+def _profile(kernel_list, device="cuda"):
+    """A profile record of one side from [(name, kind, calls, us)]."""
+    kinds = {}
+    for _, kind, _, us in kernel_list:
+        kinds[kind] = kinds.get(kind, 0.0) + us
+    return {"device": device, "steps": 10, "us_per_step": sum(us for *_, us in kernel_list), "kinds": kinds,
+            "kernels": [{"name": n, "kind": k, "calls": c, "us": us} for n, k, c, us in kernel_list],
+            "other_us": 0.0}
+
+
+def _row(eager_ms, compiled_ms, eager_k, compiled_k):
+    return {"eager_median_ms": eager_ms, "compiled_median_ms": compiled_ms,
+            "kernel_profile_json": json.dumps({"eager": _profile(eager_k), "compiled": _profile(compiled_k)})}
+
+
+GEMM = ("nvjet_sm90_tst_128x64", "gemm", 4.0, 2000.0)
+
+
+def test_the_step_splits_into_kernels_and_the_rest():
+    s = kernels.splits(_row(5.0, 3.0, [GEMM, ("triton_poi_fused_0", "triton", 2.0, 500.0)], [GEMM]))
+    assert s["eager"].kernel_ms == pytest.approx(2.5) and s["eager"].rest_ms == pytest.approx(2.5)
+    assert s["eager"].busy == pytest.approx(0.5)
+    assert s["compiled"].kinds == {"gemm": pytest.approx(2.0)}
+    assert kernels.splits({"kernel_profile_json": None}) == {}
+    assert kernels.splits({"kernel_profile_json": "{not json"}) == {}
+
+
+def test_a_range_on_the_gpu_timeline_is_not_counted_as_a_kernel():
+    """torch.profiler puts record_function ranges (the optimizer's step) on the GPU timeline too; a
+    profile that kept one would count the optimizer's kernels twice."""
+    row = _row(5.0, 3.0, [GEMM, ("Optimizer.step#AdamW.step", "other", 1.0, 1500.0)], [GEMM])
+    s = kernels.splits(row)["eager"]
+    assert s.kernel_ms == pytest.approx(2.0)
+    assert "Optimizer.step#AdamW.step" not in s.kernels and "other" not in s.kinds
+
+
+@pytest.mark.parametrize("b_step, b_kernels, where", [
+    (4.0, 1.8, "host (beside the kernels)"),  # the kernels lost 0.2 of the step's 1 ms, the rest 0.8
+    (4.0, 1.0, "kernels"),  # the kernels lost 1 ms of the step's 1 ms
+    (4.0, 2.0, "host (beside the kernels)"),  # kernels unchanged, the rest lost 1 ms
+    (5.02, 2.0, "unchanged"),  # below 1% of the step
+    (3.0, 1.0, "kernels and host"),  # each carried half of -2 ms
+])
+def test_which_part_carried_the_change(b_step, b_kernels, where):
+    a = kernels.Split(5.0, 2.0, {"gemm": 2.0}, {}, "cuda")
+    b = kernels.Split(b_step, b_kernels, {"gemm": b_kernels}, {}, "cuda")
+    assert kernels.where(a, b) == where
+
+
+def test_what_moved_names_kinds_matched_kernels_and_names_in_one_run_only():
+    a = kernels.Split(6.0, 5.0, {"triton": 2.7, "conv": 2.1}, {
+        "triton_poi_fused_relu_17": ("triton", 3.0, 0.35), "sm90_xmma_fprop_a": ("conv", 4.0, 0.33),
+        "nvjet_x": ("gemm", 11.0, 0.34)}, "cuda")
+    b = kernels.Split(5.6, 4.6, {"triton": 2.3, "conv": 2.2}, {
+        "triton_poi_fused_relu_17": ("triton", 3.0, 0.25), "sm90_xmma_fprop_b": ("conv", 4.0, 0.34),
+        "nvjet_x": ("gemm", 11.0, 0.34)}, "cuda")
+    text = kernels.moved(a, b)
+    assert text.startswith("triton 2.700 to 2.300; conv 2.100 to 2.200")
+    assert "triton_poi_fused_relu_17 0.350 to 0.250 (3 a step)" in text
+    assert "nvjet_x" not in text  # unchanged kernels are not listed
+    assert text.endswith("names in one run only 0.330 to 0.340")
+
+
+def test_names_read_without_template_brackets():
+    assert kernels.short("void at::native::(anonymous namespace)::k<4, float>(int)") == "at::native::k[4, float](int)"
+
+
+def test_the_comparison_attributes_a_planted_kernel_change_and_a_planted_host_change(tmp_path):
+    """Synthetic runs: cell m00's compiled step loses 1 ms of kernels (5 -> 4 ms, 4.5 -> 3.5 ms of
+    kernels); cell m01's compiled step loses 1 ms with its kernels unchanged (the host). The section
+    names each, and a cell without a profile in one run has no row."""
+    a, b = {}, {}
+    for i, (kb, step_b) in enumerate([(3500.0, 4.0), (4500.0, 4.0), (4500.0, 5.0)]):
+        cid = f"m{i:02d}__train__amp_bf16__bs8__default__model"
+        a[cid] = (10.0, 5.0, "ok")
+        b[cid] = (10.0, step_b, "ok")
+    rows = {}
+    for i, kb in enumerate((3500.0, 4500.0)):
+        cid = f"m{i:02d}__train__amp_bf16__bs8__default__model"
+        eager = [("k_eager", "aten", 10.0, 9000.0)]
+        rows[cid] = ({"kernel_profile_json": json.dumps({"eager": _profile(eager), "compiled": _profile(
+                          [("triton_a", "triton", 2.0, 4500.0)])})},
+                     {"kernel_profile_json": json.dumps({"eager": _profile(eager), "compiled": _profile(
+                          [("triton_a", "triton", 2.0, kb)])})})
+    diag_a = {c: r[0] for c, r in rows.items()}
+    diag_b = {c: r[1] for c, r in rows.items()}
+    from tests import test_compare
+
+    rng = np.random.default_rng(3)
+    test_compare.write_run(tmp_path, "A", a, rng, diag=diag_a)
+    test_compare.write_run(tmp_path, "B", b, rng, diag=diag_b)
+    from analysis.compare import build_compare_report
+    from analysis.context import prepare
+    from analysis.load import discover_runs, load
+
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=200, now="x")
+    got = {(r.label.split()[0], r.side): r for r in rep.kernel_rows}
+    assert set(got) == {("m00", "eager"), ("m00", "compiled"), ("m01", "eager"), ("m01", "compiled")}
+    assert got[("m00", "compiled")].where == "kernels"
+    assert "triton_a 4.500 to 3.500" in got[("m00", "compiled")].moved
+    assert got[("m01", "compiled")].where == "host (beside the kernels)"
+    assert got[("m00", "eager")].where == "not called"  # eager moved within the noise: no attribution
