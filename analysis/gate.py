@@ -117,7 +117,8 @@ def main(argv: list[str]) -> int:
             f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
             f"{len(failing)} beyond {bound * 100:g}%")
     if report.repeat_pairs:
-        head += f" that repeat in all {len(report.repeat_pairs)} pairs of runs"
+        # repeats where paired count: a cell some leases did not measure repeats in those that did
+        head += f" that repeat in every pair of runs that has the cell ({len(report.repeat_pairs)} pairs)"
     for c, r in dropped:
         print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "
               f"{' / '.join(r.changes)} ({r.outcome})")

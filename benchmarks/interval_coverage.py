@@ -84,7 +84,7 @@ def aa(sims: int) -> None:
                 holds += lo <= speed_b <= hi
                 clo, chi = np.quantile(np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1])), [0.025, 0.975])
                 change0 += clo <= 0 <= chi
-                wlo, whi = welch(rng, np.log(pa[0] / pa[1]), np.log(pb[0] / pb[1]))
+                wlo, whi = welch(np.log(pa[0] / pa[1]), np.log(pb[0] / pb[1]))
                 welch0 += wlo <= 0 <= whi
                 widths.append((whi - wlo) / (chi - clo))
             print(f"{processes:>9} {between:>10.2f} {holds / sims:>10.1%} {change0 / sims:>15.1%} "

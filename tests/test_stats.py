@@ -164,6 +164,29 @@ def test_verdict_needs_the_minimum_effect():
     assert stats.verdict(0.9, 0.97, 0.94, 0.02) == "slower"
 
 
+def test_t_at_non_integer_degrees_of_freedom_as_welch_needs():
+    """Welch's degrees of freedom are not integers: the integrated distribution function agrees with
+    the closed form at integer df and lies between its integer neighbours at half-integer df, and the
+    quantile matches the integrated reference (which takes any df)."""
+    for df in (1, 2, 5, 12):
+        for t in (-3.0, 0.4, 2.5):
+            assert abs(stats._t_cdf_real(t, float(df)) - stats.t_cdf(t, df)) < 1e-9, (df, t)
+    for df in (2.5, 4.7, 11.3):
+        q = stats.t_quantile(0.975, df)
+        assert stats.t_quantile(0.975, int(df) + 1) < q < stats.t_quantile(0.975, int(df))
+        assert abs(q - t_quantile(0.975, df)) < 2e-3 * q, df
+    with pytest.raises(ValueError):
+        stats.t_cdf(1.0, -0.5)
+    from analysis.calibration import welch
+
+    a, b = np.array([0.0, 0.1, -0.1]), np.array([1.0, 1.3, 0.7, 1.0])
+    lo, hi = welch(a, b)
+    va, vb = 0.01 / 3, 0.06 / 4  # each mean's variance
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 3)  # Welch-Satterthwaite: 4.17
+    assert 4.1 < df < 4.2
+    assert lo < 1.0 < hi and (hi - lo) / 2 == pytest.approx(t_quantile(0.975, df) * np.sqrt(va + vb), rel=2e-3)
+
+
 def test_a_cells_own_interval_is_the_exact_t_bound():
     """stats.t_quantile (closed form, bisection) agrees with the integrated density for small and
     large df; a run's per-cell interval of a cell with several processes is exp of the exact t
