@@ -366,4 +366,4 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
         repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.compare_rows(
-            con, a.run_id, b.run_id, cell_label, lambda side, cid: cid in ests[side] and ests[side][cid].call in css))
+            con, a.run_id, b.run_id, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from analysis.stats import MIN_EFFECT
 from collector.contract import is_annotation
 
 SIDES = ("eager", "compiled")
 SHARE = 0.5  # a part "carries" a step change when it moved the same way by at least this share of it
-STEADY = 0.01  # a step change below 1% of the step is "unchanged"
+STEADY = MIN_EFFECT  # a step change below the minimum effect (2%) is "unchanged"
 TOP_MOVED = 3
 
 
@@ -154,7 +155,8 @@ class PairRow:
 
 def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:
     """pair_rows of runs a and b read from the stats table (cells profiled in both, paired on cell id);
-    called(side, cell_id): whether the comparison called that side's step-time change."""
+    called(side, cell_id): whether the comparison called a change that side's step time is part of
+    (its own step time, or the cell's speedup)."""
     from analysis.context import _records
 
     rb = {r["cell_id"]: r for r in _records(con, "cells_of_run", b)}
@@ -166,7 +168,8 @@ def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:
 def pair_rows(pairs: list[tuple[str, dict, dict]], called) -> list[PairRow]:
     """The comparison's table from (label, stats row of A, stats row of B) of paired cells profiled in
     both runs: per side, step, kernels and the rest in A and B, what moved, and where the change was
-    when the comparison called it (else "not called": a move within the noise is no one's to carry)."""
+    when the comparison called a change the side is part of (else "not called": a move within the
+    noise is no one's to carry)."""
     out = []
     for label, ra, rb in pairs:
         sa, sb = splits(ra), splits(rb)

@@ -49,7 +49,7 @@ def test_a_range_on_the_gpu_timeline_is_not_counted_as_a_kernel():
     (4.0, 1.8, "host (beside the kernels)"),  # the kernels lost 0.2 of the step's 1 ms, the rest 0.8
     (4.0, 1.0, "kernels"),  # the kernels lost 1 ms of the step's 1 ms
     (4.0, 2.0, "host (beside the kernels)"),  # kernels unchanged, the rest lost 1 ms
-    (5.02, 2.0, "unchanged"),  # below 1% of the step
+    (5.08, 2.0, "unchanged"),  # below the 2% minimum effect
     (3.0, 1.0, "kernels and host"),  # each carried half of -2 ms
 ])
 def test_which_part_carried_the_change(b_step, b_kernels, where):
@@ -78,8 +78,8 @@ def test_names_read_without_template_brackets():
 
 def test_the_comparison_attributes_a_planted_kernel_change_and_a_planted_host_change(tmp_path):
     """Synthetic runs: cell m00's compiled step loses 1 ms of kernels (5 -> 4 ms, 4.5 -> 3.5 ms of
-    kernels); cell m01's compiled step loses 1 ms with its kernels unchanged (the host). The section
-    names each, and a cell without a profile in one run has no row."""
+    kernels); cell m01's compiled step loses 1 ms with its kernels unchanged (the host); cell m02 is
+    not profiled. The section names each part, and a cell without a profile has no row."""
     a, b = {}, {}
     for i, (kb, step_b) in enumerate([(3500.0, 4.0), (4500.0, 4.0), (4500.0, 5.0)]):
         cid = f"m{i:02d}__train__amp_bf16__bs8__default__model"
@@ -113,4 +113,5 @@ def test_the_comparison_attributes_a_planted_kernel_change_and_a_planted_host_ch
     assert got[("m00", "compiled")].where == "kernels"
     assert "triton_a 4.500 to 3.500" in got[("m00", "compiled")].moved
     assert got[("m01", "compiled")].where == "host (beside the kernels)"
-    assert got[("m00", "eager")].where == "not called"  # eager moved within the noise: no attribution
+    # m00's speedup is called, so its eager side is attributed too: it moved within the noise
+    assert got[("m00", "eager")].where == "unchanged"
