@@ -144,13 +144,35 @@ def moved(a: Split, b: Split, n: int = TOP_MOVED) -> str:
 
 @dataclass(frozen=True)
 class PairRow:
+    """One side of one cell profiled in both runs: both splits, where a called change was, what moved."""
+
+    cell_id: str
     label: str
     side: str
-    step: str  # a -> b, ms
-    kernels: str  # a -> b, ms
-    rest: str  # a -> b, ms
+    a: Split
+    b: Split
     where: str
     moved: str
+
+    @property
+    def step(self) -> str:  # A -> B, ms (the tables)
+        return f"{_ms(self.a.step_ms)} -> {_ms(self.b.step_ms)}"
+
+    @property
+    def kernels(self) -> str:
+        return f"{_ms(self.a.kernel_ms)} -> {_ms(self.b.kernel_ms)}"
+
+    @property
+    def rest(self) -> str:
+        return f"{_ms(self.a.rest_ms)} -> {_ms(self.b.rest_ms)}"
+
+    def as_json(self) -> dict:
+        """estimates.json's `step_split` entry: numbers in ms a step, A then B."""
+        kinds = sorted(set(self.a.kinds) | set(self.b.kinds))
+        return {"cell_id": self.cell_id, "cell": self.label, "side": self.side, "device": self.a.device,
+                "step_ms": [self.a.step_ms, self.b.step_ms], "kernel_ms": [self.a.kernel_ms, self.b.kernel_ms],
+                "rest_ms": [self.a.rest_ms, self.b.rest_ms], "where": self.where,
+                "kinds_ms": {k: [self.a.kinds.get(k, 0.0), self.b.kinds.get(k, 0.0)] for k in kinds}}
 
 
 def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:
@@ -176,8 +198,6 @@ def pair_rows(pairs: list[tuple[str, dict, dict]], called) -> list[PairRow]:
         for side in SIDES:
             if side in sa and side in sb:
                 a, b = sa[side], sb[side]
-                out.append(PairRow(label, side, f"{_ms(a.step_ms)} -> {_ms(b.step_ms)}",
-                                   f"{_ms(a.kernel_ms)} -> {_ms(b.kernel_ms)}",
-                                   f"{_ms(a.rest_ms)} -> {_ms(b.rest_ms)}",
+                out.append(PairRow(ra["cell_id"], label, side, a, b,
                                    where(a, b) if called(side, ra["cell_id"]) else "not called", moved(a, b)))
     return out

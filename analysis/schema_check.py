@@ -1,6 +1,6 @@
 """A small JSON Schema checker for the project's own contracts (analysis/schemas/*.schema.json):
 type (one or a list), enum, pattern, minimum, required, properties, additionalProperties (false or
-a schema) and items. Enough for the estimates.json files, without a dependency; a keyword it does
+a schema), items, minItems and maxItems. Enough for the estimates.json files, without a dependency; a keyword it does
 not know is an error, so a schema cannot silently ask for more than is checked."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 SCHEMAS = Path(__file__).parent / "schemas"
 KNOWN = {"$schema", "title", "description", "type", "enum", "pattern", "minimum", "required", "properties",
-         "additionalProperties", "items"}
+         "additionalProperties", "items", "minItems", "maxItems"}
 TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
 
 
@@ -49,6 +49,8 @@ def errors(value, schema: dict, where: str = "$") -> list[str]:
                 out.append(f"{where}: unexpected {k!r}")
             elif isinstance(extra, dict):
                 out += errors(v, extra, f"{where}.{k}")
+    if isinstance(value, list) and not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+        out.append(f"{where}: {len(value)} items, not {schema.get('minItems', 0)} to {schema.get('maxItems', 'any')}")
     if isinstance(value, list) and "items" in schema:
         for i, v in enumerate(value):
             out += errors(v, schema["items"], f"{where}[{i}]")

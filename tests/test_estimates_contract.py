@@ -50,3 +50,26 @@ def test_the_checker_names_what_breaks_the_contract(fixture_copy, tmp_path):
     assert any(e.startswith("$.generated_at:") for e in found)
     with pytest.raises(ValueError, match="not checked here: oneOf"):
         errors(1, {"oneOf": []})
+
+
+def test_a_profiled_comparison_carries_the_step_split_as_numbers(tmp_path):
+    """The published fourth-lease comparison (both runs PROFILE=1): estimates.json's step_split has a
+    row per profiled side with [A, B] numbers that add up (step = kernels + rest) and the attribution
+    the report prints; a pair that is not two numbers breaks the contract."""
+    from conftest import ROOT
+
+    path = ROOT / "docs" / "examples" / "compare-t5-torch2.11.0-cu130-vs-t5-torch2.14.1-cu130" / "estimates.json"
+    data = json.loads(path.read_text())
+    schema = json.loads((SCHEMAS / "compare-estimates.schema.json").read_text())
+    assert errors(data, schema) == []
+    rows = {(r["cell_id"].split("__")[0], r["side"]): r for r in data["step_split"]}
+    assert len(rows) == 6
+    for r in rows.values():
+        for i in (0, 1):
+            assert r["step_ms"][i] == pytest.approx(r["kernel_ms"][i] + r["rest_ms"][i])
+            assert sum(v[i] for v in r["kinds_ms"].values()) == pytest.approx(r["kernel_ms"][i])
+    assert rows[("gpt", "compiled")]["where"] == "host (beside the kernels)"
+    assert rows[("moe", "compiled")]["where"] == "not called"
+    bad = copy.deepcopy(data)
+    bad["step_split"][0]["step_ms"] = [1.0]
+    assert any("1 items, not 2 to 2" in e for e in errors(bad, schema))
