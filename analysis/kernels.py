@@ -30,6 +30,8 @@ class Split:
     kinds: dict  # kind -> ms a step
     kernels: dict  # name -> (kind, calls a step, ms a step), the largest names the profile kept
     device: str  # cuda or cpu
+    host_ms: float | None = None  # on a GPU: the host operators' self CPU time a step, under the profiler
+    host_ops: dict = None  # name -> (kind, calls a step, ms a step), the largest host operators
 
     @property
     def rest_ms(self) -> float:
@@ -66,7 +68,10 @@ def splits(row: dict) -> dict[str, Split]:
                 kinds[k["kind"]] = kinds.get(k["kind"], 0.0) - k["us"] / 1e3
                 continue
             kernels[k["name"]] = (k["kind"], k["calls"], k["us"] / 1e3)
-        out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9}, kernels, device)
+        host = rec.get("host") or {}
+        out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9}, kernels, device,
+                          host["us_per_step"] / 1e3 if host else None,
+                          {k["name"]: (k["kind"], k["calls"], k["us"] / 1e3) for k in host.get("ops", [])})
     return out
 
 
@@ -135,6 +140,10 @@ def moved(a: Split, b: Split, n: int = TOP_MOVED) -> str:
     both = sorted(set(a.kernels) & set(b.kernels), key=lambda k: -abs(b.kernels[k][2] - a.kernels[k][2]))
     parts += [f"{short(k)} {_ms(a.kernels[k][2])} to {_ms(b.kernels[k][2])} ({b.kernels[k][1]:g} a step)"
               for k in both[:n] if abs(b.kernels[k][2] - a.kernels[k][2]) > 0.01 * a.kernel_ms]
+    if a.host_ops and b.host_ops:  # the host operators that moved most (self CPU time under the profiler)
+        ops = sorted(set(a.host_ops) & set(b.host_ops), key=lambda k: -abs(b.host_ops[k][2] - a.host_ops[k][2]))
+        parts += [f"host {short(k, 40)} {_ms(a.host_ops[k][2])} to {_ms(b.host_ops[k][2])}" for k in ops[:2]
+                  if abs(b.host_ops[k][2] - a.host_ops[k][2]) > 0.02 * a.host_ms]
     only_a = sum(v[2] for k, v in a.kernels.items() if k not in b.kernels)
     only_b = sum(v[2] for k, v in b.kernels.items() if k not in a.kernels)
     if only_a or only_b:
@@ -172,7 +181,9 @@ class PairRow:
         return {"cell_id": self.cell_id, "cell": self.label, "side": self.side, "device": self.a.device,
                 "step_ms": [self.a.step_ms, self.b.step_ms], "kernel_ms": [self.a.kernel_ms, self.b.kernel_ms],
                 "rest_ms": [self.a.rest_ms, self.b.rest_ms], "where": self.where,
-                "kinds_ms": {k: [self.a.kinds.get(k, 0.0), self.b.kinds.get(k, 0.0)] for k in kinds}}
+                "kinds_ms": {k: [self.a.kinds.get(k, 0.0), self.b.kinds.get(k, 0.0)] for k in kinds},
+                **({"host_ms": [self.a.host_ms, self.b.host_ms]}
+                   if self.a.host_ms is not None and self.b.host_ms is not None else {})}
 
 
 def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:

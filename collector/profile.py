@@ -4,10 +4,13 @@ After timing, in the cold process only (the replicates and the timed samples nev
 profiler), each side runs a few steps under torch.profiler. On a GPU the device kernels are
 aggregated by name (CUDA-graph replays included where the profiler sees inside the graph); on the
 CPU, the operators' self time. Per side the record holds the profiled steps, the time per step by
-kind of kernel and the largest kernels by name (calls and microseconds per step):
+kind of kernel and the largest kernels by name (calls and microseconds per step); on a GPU also the
+host side of the same steps, the operators' self CPU time (the profiler's own overhead inflates it:
+compare it between runs, not with the timed step):
 
     {"device": "cuda", "steps": 20, "us_per_step": 5512.3, "kinds": {"triton": 2210.4, ...},
-     "kernels": [{"name": ..., "kind": "conv", "calls": 53.0, "us": 3120.7}, ...], "other_us": 12.1}
+     "kernels": [{"name": ..., "kind": "conv", "calls": 53.0, "us": 3120.7}, ...], "other_us": 12.1,
+     "host": {"us_per_step": 810.2, "ops": [{"name": "cudaGraphLaunch", "kind": "other", ...}, ...]}}
 
 It is a diagnostic: every failure leaves the figure null with the reason in the cell's log, never
 fails the cell. The profiler's own overhead lengthens the profiled steps' wall time, not the kernels'
@@ -25,6 +28,7 @@ from collector.contract import is_annotation
 PROFILE_MS = 200.0  # profile about this much step time per side
 MIN_STEPS, MAX_STEPS = 3, 50
 TOP = 30  # kernels kept by name per side; the rest is summed into other_us
+HOST_TOP = 15  # on a GPU, host operators (self CPU time) kept by name per side
 MAX_NAME = 200
 # (kind, substrings of a lower-cased kernel name), first match wins: cuDNN's convolutions are
 # implicit GEMMs, so convolutions are tried before GEMMs
@@ -107,7 +111,11 @@ def profile_side(torch, step, steps: int, cuda: bool, sync) -> dict:
         for _ in range(steps):
             step()
         sync()
-    return summarize(_events(torch, prof, cuda), steps, "cuda" if cuda else "cpu")
+    rec = summarize(_events(torch, prof, cuda), steps, "cuda" if cuda else "cpu")
+    if cuda:  # the same profile's host side: what issuing the kernels cost, by operator (self CPU time)
+        host = summarize(_events(torch, prof, False), steps, "cpu")
+        rec["host"] = {"us_per_step": host["us_per_step"], "ops": host["kernels"][:HOST_TOP]}
+    return rec
 
 
 def profile_sides(torch, sides: list[tuple[str, object]], step_ms: dict, cuda: bool, sync) -> str | None:

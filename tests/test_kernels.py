@@ -115,3 +115,18 @@ def test_the_comparison_attributes_a_planted_kernel_change_and_a_planted_host_ch
     assert got[("m01", "compiled")].where == "host (beside the kernels)"
     # m00's speedup is called, so its eager side is attributed too: it moved within the noise
     assert got[("m00", "eager")].where == "unchanged"
+
+
+def test_host_operators_that_moved_are_named_where_both_profiles_have_them():
+    a = kernels.Split(3.6, 0.9, {"triton": 0.9}, {"triton_a": ("triton", 2.0, 0.9)}, "cuda", 2.0,
+                      {"cudaGraphLaunch": ("other", 1.0, 0.10), "aten::copy_": ("aten", 4.0, 0.50)})
+    b = kernels.Split(2.6, 0.9, {"triton": 0.9}, {"triton_a": ("triton", 2.0, 0.9)}, "cuda", 1.2,
+                      {"cudaGraphLaunch": ("other", 1.0, 0.11), "aten::copy_": ("aten", 4.0, 0.05)})
+    assert kernels.where(a, b) == "host (beside the kernels)"
+    text = kernels.moved(a, b)
+    assert text.startswith("host aten::copy_ 0.500 to 0.050")  # the larger move first
+    assert "cudaGraphLaunch" not in text  # 0.01 ms: below 2% of A's host time
+    row = kernels.PairRow("c", "c", "compiled", a, b, "host (beside the kernels)", text).as_json()
+    assert row["host_ms"] == [2.0, 1.2]
+    no_host = kernels.PairRow("c", "c", "compiled", a, kernels.Split(2.6, 0.9, {}, {}, "cuda"), "-", "-").as_json()
+    assert "host_ms" not in no_host  # the profiles of 2026-12-02 have no host side

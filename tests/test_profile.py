@@ -72,3 +72,46 @@ def test_without_the_setting_no_profile_is_taken():
     torch._dynamo.reset()
     result = cell.run_cell(_spec(TINY["mlp"]))
     assert result["status"] == "ok" and result.get("kernel_profile_json") is None
+
+
+class _Avg:
+    def __init__(self, key, device_type, count, self_cpu=0.0, self_device=0.0, annotation=False):
+        self.key, self.device_type, self.count = key, device_type, count
+        self.self_cpu_time_total, self.self_device_time_total = self_cpu, self_device
+        self.is_user_annotation = annotation
+
+
+def test_a_gpu_profile_keeps_kernels_and_the_host_side_apart(monkeypatch):
+    """The GPU branch on a stand-in for the profiler's averages (no GPU here; the real path ran on the
+    H200, docs/measurement.md): kernels by device time without the ranges on the GPU timeline, and the
+    same steps' host operators by self CPU time under "host"."""
+    CPU, CUDA = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    avgs = [_Avg("triton_poi_fused_relu_0", CUDA, 20, self_device=400.0),
+            _Avg("nvjet_sm90_tst_128x64", CUDA, 40, self_device=1000.0),
+            _Avg("Optimizer.step#AdamW.step", CUDA, 10, self_device=900.0, annotation=True),
+            _Avg("cudaGraphLaunch", CPU, 10, self_cpu=150.0),
+            _Avg("aten::addmm", CPU, 40, self_cpu=300.0),
+            _Avg("ProfilerStep#1", CPU, 1, self_cpu=5.0)]
+
+    class Prof:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def key_averages(self):
+            return avgs
+
+    from torch import profiler as torch_profiler
+
+    monkeypatch.setattr(torch_profiler, "profile", lambda activities: Prof())
+    calls = []
+    rec = profile.profile_side(torch, lambda: calls.append(1), 10, True, lambda: None)
+    assert len(calls) == 11  # one unprofiled step, then the profiled ones
+    assert rec["device"] == "cuda" and rec["us_per_step"] == pytest.approx(140.0)  # (400 + 1000) / 10
+    assert [k["name"] for k in rec["kernels"]] == ["nvjet_sm90_tst_128x64", "triton_poi_fused_relu_0"]
+    assert rec["host"]["us_per_step"] == pytest.approx(45.0)  # (150 + 300) / 10, the profiler's step left out
+    assert rec["host"]["ops"][0] == {"name": "aten::addmm", "kind": "aten", "calls": 4.0, "us": 30.0}
+    cpu = profile.profile_side(torch, lambda: None, 10, False, lambda: None)
+    assert "host" not in cpu and cpu["us_per_step"] == pytest.approx(45.0)
