@@ -365,5 +365,5 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                    "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason}
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
-        repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.compare_rows(
-            con, a.run_id, b.run_id, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))
+        repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
+            pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))

@@ -44,9 +44,14 @@ class Split:
         return self.kernel_ms / self.step_ms
 
 
-def splits(row: dict) -> dict[str, Split]:
-    """{side: Split} of a stats row with a kernel profile (empty without one, or unreadable)."""
-    raw = row.get("kernel_profile_json")
+def _named(entries: list[dict], skip=lambda name: False) -> dict:
+    """{name: (kind, calls a step, ms a step)} of a profile's kernels or host operators."""
+    return {k["name"]: (k["kind"], k["calls"], k["us"] / 1e3) for k in entries if not skip(k["name"])}
+
+
+def splits(raw: str | None, step_ms: dict) -> dict[str, Split]:
+    """{side: Split} of a kernel profile (kernel_profile_json) beside each side's timed median step
+    (`step_ms`: {side: ms}); empty without a profile, or an unreadable one."""
     if not raw:
         return {}
     try:
@@ -55,24 +60,27 @@ def splits(row: dict) -> dict[str, Split]:
         return {}
     out = {}
     for side in SIDES:
-        rec, step = prof.get(side), row.get(f"{side}_median_ms")
+        rec, step = prof.get(side), step_ms.get(side)
         if not rec or not step:
             continue
         device = rec.get("device", "cuda")
         kinds = {k: v / 1e3 for k, v in rec["kinds"].items()}
-        kernels, total = {}, rec["us_per_step"] / 1e3
-        for k in rec["kernels"]:
-            if device == "cuda" and is_annotation(k["name"]):
-                # a range the first profiles (2026-12-02, before the collector dropped them) counted as a kernel
-                total -= k["us"] / 1e3
-                kinds[k["kind"]] = kinds.get(k["kind"], 0.0) - k["us"] / 1e3
-                continue
-            kernels[k["name"]] = (k["kind"], k["calls"], k["us"] / 1e3)
+        total = rec["us_per_step"] / 1e3
+        if device == "cuda":  # ranges the first profiles (2026-12-02, before the collector dropped them) counted as kernels
+            for k in rec["kernels"]:
+                if is_annotation(k["name"]):
+                    total -= k["us"] / 1e3
+                    kinds[k["kind"]] -= k["us"] / 1e3
         host = rec.get("host") or {}
-        out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9}, kernels, device,
-                          host["us_per_step"] / 1e3 if host else None,
-                          {k["name"]: (k["kind"], k["calls"], k["us"] / 1e3) for k in host.get("ops", [])})
+        out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9},
+                          _named(rec["kernels"], is_annotation if device == "cuda" else lambda name: False), device,
+                          host["us_per_step"] / 1e3 if host else None, _named(host.get("ops", [])))
     return out
+
+
+def row_splits(row: dict) -> dict[str, Split]:
+    """splits() of a stats row (its profile and its sides' medians)."""
+    return splits(row.get("kernel_profile_json"), {side: row.get(f"{side}_median_ms") for side in SIDES})
 
 
 def _ms(v: float) -> str:
@@ -99,27 +107,37 @@ def run_rows(rows: list[dict], label) -> list[RunRow]:
     """The run report's table: per profiled cell and side, step, kernel time, busy share, kinds."""
     out = []
     for r in rows:
-        for side, s in splits(r).items():
-            name, (kind, calls, ms) = max(s.kernels.items(), key=lambda kv: kv[1][2]) if s.kernels else ("-", ("", 0, 0))
-            out.append(RunRow(label(r), side, _ms(s.step_ms), _ms(s.kernel_ms), f"{s.busy:.0%}", _kinds(s),
-                              f"{short(name)} ({_ms(ms)} ms, {calls:g} a step)" if s.kernels else "-"))
+        for side, s in row_splits(r).items():
+            top = "-"
+            if s.kernels:
+                name, (_, calls, ms) = max(s.kernels.items(), key=lambda kv: kv[1][2])
+                top = f"{short(name)} ({_ms(ms)} ms, {calls:g} a step)"
+            busy = f"{s.busy:.0%}" if s.device == "cuda" else "-"  # CPU: the profiler's cost is in it (where())
+            out.append(RunRow(label(r), side, _ms(s.step_ms), _ms(s.kernel_ms), busy, _kinds(s), top))
     return out
 
 
+CPU_NOTE = "not attributed on the CPU"
+
+
 def where(a: Split, b: Split) -> str:
-    """Which part of the step carried its change from a to b: the kernels, the rest, both, or none."""
+    """Which part of the step carried its change from a to b: the kernels, the rest, both, or none.
+    On the CPU, none: the operators' self time under the profiler carries the profiler's own cost per
+    operator (1.1 to 19.5 ms a step for a 1.0-1.4 ms MLP step in the kp-cpu runs), so the split would
+    be the profiler's, not the step's."""
+    if a.device != "cuda" or b.device != "cuda":
+        return CPU_NOTE
     d_step, d_kern, d_rest = b.step_ms - a.step_ms, b.kernel_ms - a.kernel_ms, b.rest_ms - a.rest_ms
     if abs(d_step) < STEADY * a.step_ms:
         return "unchanged"
     kern = d_kern * d_step > 0 and abs(d_kern) >= SHARE * abs(d_step)
     rest = d_rest * d_step > 0 and abs(d_rest) >= SHARE * abs(d_step)
-    unit = "kernels" if a.device == "cuda" else "operators"
     if kern and rest:
-        return f"{unit} and host"
+        return "kernels and host"
     if kern:
-        return unit
+        return "kernels"
     if rest:
-        return "host (beside the " + unit + ")"
+        return "host (beside the kernels)"
     return "neither alone"
 
 
@@ -186,29 +204,19 @@ class PairRow:
                    if self.a.host_ms is not None and self.b.host_ms is not None else {})}
 
 
-def compare_rows(con, a: str, b: str, label, called) -> list[PairRow]:
-    """pair_rows of runs a and b read from the stats table (cells profiled in both, paired on cell id);
-    called(side, cell_id): whether the comparison called a change that side's step time is part of
-    (its own step time, or the cell's speedup)."""
-    from analysis.context import _records
-
-    rb = {r["cell_id"]: r for r in _records(con, "cells_of_run", b)}
-    return pair_rows([(label(r), r, rb[r["cell_id"]]) for r in _records(con, "cells_of_run", a)
-                      if r["cell_id"] in rb and r.get("kernel_profile_json") and rb[r["cell_id"]].get("kernel_profile_json")],
-                     called)
-
-
-def pair_rows(pairs: list[tuple[str, dict, dict]], called) -> list[PairRow]:
-    """The comparison's table from (label, stats row of A, stats row of B) of paired cells profiled in
-    both runs: per side, step, kernels and the rest in A and B, what moved, and where the change was
-    when the comparison called a change the side is part of (else "not called": a move within the
-    noise is no one's to carry)."""
+def pair_rows(pairs: list[dict], label, called) -> list[PairRow]:
+    """The comparison's table from its paired cells (compare_pairs.sql: both sides' medians and
+    profiles) profiled in both runs: per side, step, kernels and the rest in A and B, what moved, and
+    where the change was when the comparison called a change the side's step time is part of
+    (called(side, cell_id): its own step time, or the cell's speedup; else "not called": a move
+    within the noise is no one's to carry)."""
     out = []
-    for label, ra, rb in pairs:
-        sa, sb = splits(ra), splits(rb)
+    for p in pairs:
+        sa = splits(p["profile_a"], {"eager": p["eager_a"], "compiled": p["compiled_a"]})
+        sb = splits(p["profile_b"], {"eager": p["eager_b"], "compiled": p["compiled_b"]})
         for side in SIDES:
             if side in sa and side in sb:
                 a, b = sa[side], sb[side]
-                out.append(PairRow(ra["cell_id"], label, side, a, b,
-                                   where(a, b) if called(side, ra["cell_id"]) else "not called", moved(a, b)))
+                out.append(PairRow(p["cell_id"], label(p), side, a, b,
+                                   where(a, b) if called(side, p["cell_id"]) else "not called", moved(a, b)))
     return out

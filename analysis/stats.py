@@ -100,7 +100,7 @@ def _t_cdf_real(t: float, df: float, n: int = 4000) -> float:
 def t_cdf(t: float, df: float) -> float:
     """Student's t distribution function. Integer degrees of freedom: the closed form of Abramowitz
     & Stegun 26.7.3/26.7.4 (a finite sum, no special function needed); other df > 0: integrated."""
-    if df <= 0 or (df < 1 and float(df).is_integer()):
+    if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, got {df}")
     if not float(df).is_integer():
         return _t_cdf_real(t, float(df))

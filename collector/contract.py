@@ -3,8 +3,8 @@
 The analysis reads rows the collector wrote; these are the names and small rules both sides must
 agree on, in one place: the mode labels (from the mode registry, collector/modes/), the per-process
 medians of a row's stored samples (the statistic the progress line and the report both quote), the
-threshold at which a cell's processes disagree, the step lines a cell process logs, and the name
-of a SLURM task's record of the other jobs on its node.
+threshold at which a cell's processes disagree, the step lines a cell process logs, the name
+of a SLURM task's record of the other jobs on its node, and what a kernel profile counts as a kernel.
 The row's columns and schema version live in collector/schema.py (also torch-free).
 """
 from __future__ import annotations
@@ -56,9 +56,6 @@ def last_logged_step(text: str) -> str | None:
     return steps[-1].strip() if steps else None
 
 
-# protocol keys added after runs were first collected, with the value every run made before had:
-# the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
-# run and for the analysis reading one
 def is_annotation(name: str) -> bool:
     """A profiler range around kernels, not a kernel: torch.profiler records record_function ranges
     (Optimizer.step#AdamW.step, ## Call CompiledFxGraph ... ##) on the GPU's timeline as well, where
@@ -67,6 +64,9 @@ def is_annotation(name: str) -> bool:
 
 
 NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)
+# protocol keys added after runs were first collected, with the value every run made before had:
+# the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
+# run and for the analysis reading one
 PROTOCOL_BEFORE = {"processes": 1, "plant_slowdown_pct": 0}
 
 

@@ -69,11 +69,12 @@ def summarize(events: list[tuple[str, float, int]], steps: int, device: str) -> 
         t = totals.setdefault(name[:MAX_NAME], [0.0, 0])
         t[0] += us
         t[1] += calls
+    kind = {name: kind_of(name) for name in totals}
     kinds: dict[str, float] = {}
     for name, (us, _) in totals.items():
-        kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + us / steps
+        kinds[kind[name]] = kinds.get(kind[name], 0.0) + us / steps
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])
-    top = [{"name": n, "kind": kind_of(n), "calls": c / steps, "us": us / steps} for n, (us, c) in ranked[:TOP]]
+    top = [{"name": n, "kind": kind[n], "calls": c / steps, "us": us / steps} for n, (us, c) in ranked[:TOP]]
     return {"device": device, "steps": steps, "us_per_step": sum(kinds.values()),
             "kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
             "kernels": top, "other_us": sum(us for _, (us, _) in ranked[TOP:]) / steps}

@@ -1,6 +1,6 @@
 """The measured child's stages, in order (`measure`): setup, the float64 reference, eager's first
-call, compile and warm-up, the timed blocks, the kernel profile, the batch-size sweep, the status; a CellRun carries what
-they share."""
+call, compile and warm-up, the timed blocks, the kernel profile, the batch-size sweep, the status;
+a CellRun carries what they share."""
 from __future__ import annotations
 
 import json

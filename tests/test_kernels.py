@@ -28,19 +28,19 @@ GEMM = ("nvjet_sm90_tst_128x64", "gemm", 4.0, 2000.0)
 
 
 def test_the_step_splits_into_kernels_and_the_rest():
-    s = kernels.splits(_row(5.0, 3.0, [GEMM, ("triton_poi_fused_0", "triton", 2.0, 500.0)], [GEMM]))
+    s = kernels.row_splits(_row(5.0, 3.0, [GEMM, ("triton_poi_fused_0", "triton", 2.0, 500.0)], [GEMM]))
     assert s["eager"].kernel_ms == pytest.approx(2.5) and s["eager"].rest_ms == pytest.approx(2.5)
     assert s["eager"].busy == pytest.approx(0.5)
     assert s["compiled"].kinds == {"gemm": pytest.approx(2.0)}
-    assert kernels.splits({"kernel_profile_json": None}) == {}
-    assert kernels.splits({"kernel_profile_json": "{not json"}) == {}
+    assert kernels.row_splits({"kernel_profile_json": None}) == {}
+    assert kernels.row_splits({"kernel_profile_json": "{not json"}) == {}
 
 
 def test_a_range_on_the_gpu_timeline_is_not_counted_as_a_kernel():
     """torch.profiler puts record_function ranges (the optimizer's step) on the GPU timeline too; a
     profile that kept one would count the optimizer's kernels twice."""
     row = _row(5.0, 3.0, [GEMM, ("Optimizer.step#AdamW.step", "other", 1.0, 1500.0)], [GEMM])
-    s = kernels.splits(row)["eager"]
+    s = kernels.row_splits(row)["eager"]
     assert s.kernel_ms == pytest.approx(2.0)
     assert "Optimizer.step#AdamW.step" not in s.kernels and "other" not in s.kinds
 
@@ -130,3 +130,16 @@ def test_host_operators_that_moved_are_named_where_both_profiles_have_them():
     assert row["host_ms"] == [2.0, 1.2]
     no_host = kernels.PairRow("c", "c", "compiled", a, kernels.Split(2.6, 0.9, {}, {}, "cuda"), "-", "-").as_json()
     assert "host_ms" not in no_host  # the profiles of 2026-12-02 have no host side
+
+
+def test_a_cpu_profile_attributes_nothing():
+    """On the CPU the operators' self time under the profiler carries the profiler's own cost (the
+    kp-cpu runs: 1.1 to 19.5 ms of operators for a 1.0-1.4 ms step), so a called change is not
+    attributed there and the run report shows no busy share."""
+    a = kernels.Split(1.0, 1.1, {"aten": 1.1}, {}, "cpu")
+    b = kernels.Split(1.5, 1.2, {"aten": 1.2}, {}, "cpu")
+    assert kernels.where(a, b) == kernels.CPU_NOTE
+    row = {"cell_id": "c", "eager_median_ms": 1.0, "compiled_median_ms": None,
+           "kernel_profile_json": json.dumps({"eager": _profile([("aten::addmm", "aten", 2.0, 1100.0)], "cpu")})}
+    (r,) = kernels.run_rows([row], lambda r: r["cell_id"])
+    assert r.busy == "-" and r.kernels == "1.100"
