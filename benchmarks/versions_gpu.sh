@@ -12,6 +12,12 @@
 #                                                        run directly (direct), through a virtualenv whose only packages
 #                                                        are the image's (venv), and through that virtualenv with every
 #                                                        compiled step slowed by 5% (venvp5), interleaved
+#   bash benchmarks/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
+#                                                        python3 three times (a, b, and p10 with every compiled step
+#                                                        slowed by 10% on the host), PROFILE=1, interleaved
+#   bash benchmarks/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 in N runs,
+#                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
+#                                                        (each run compiles cold once; docs/measurement.md)
 # Every stage ends by packing data/runs into $OUT/runs.tgz.
 set -uo pipefail
 stage=$1; shift
@@ -42,5 +48,16 @@ case $stage in
     fi
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
-  *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS" >&2; exit 2 ;;
+  plant)
+    run=$1 secs=$2 cells=$3
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
+      PYTHONS="a=python3 b=python3 p10=python3" PLANT_SLOWDOWN=10 PLANT_ON=p10 ;;
+  runs)
+    prefix=$1 n=$2 secs=$3 cells=$4 end=$((SECONDS + $3))
+    for i in $(seq 1 "$n"); do
+      left=$((end - SECONDS)); [ $left -gt 0 ] || break
+      make collect PYTHON=python3 PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
+    done ;;
+  *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+       "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac

@@ -8,6 +8,7 @@ scheduler (collector/runner.py) and a SLURM task (collector/slurm_task.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -17,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from collector import modes, neighbours, schema
+from collector import autotune, modes, neighbours, schema
 from collector.job import Job, Layout
 from collector.launch import Launcher
 from collector.matrix import Cell, Matrix
@@ -113,6 +114,8 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         if mode.compiles:
             result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
             result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
+            tuned = autotune.choices(cache_dir)
+            result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
         timed_ok = result.get("status") in ("ok", "accuracy_fail") and result.get("eager_step_ms")
         compiled_ok = mode.compiles and result.get("status") in ("ok", "accuracy_fail")
         if timed_ok:

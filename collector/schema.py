@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -31,8 +31,11 @@ V5 = ("processes", "process_wall_s", "process_errors", "hygiene", "planted_slowd
 V6 = ("kernel_count",)
 # v7 the kernel profile (protocol kernel_profile): each side's kernels by kind and name, per step
 V7 = ("kernel_profile_json",)
+# v8 the launch configurations Inductor chose by timing candidates in the cold compile (collector/autotune.py)
+V8 = ("autotune_json",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
-            **{c: 6 for c in V6}, **{c: 7 for c in V7}}
+            **{c: 6 for c in V6}, **{c: 7 for c in V7},
+            **{c: 8 for c in V8}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -91,6 +94,9 @@ FIELDS = [
     # kernel profile (v7; protocol kernel_profile, cold process, after timing): {side: {device, steps,
     # us_per_step, kinds {kind: us a step}, kernels [{name, kind, calls, us} a step], other_us}}
     ("kernel_profile_json", _str),
+    # autotuned launch configurations (v8; read from the cold compile's cache; null: none timed):
+    # {kernels: {name: "XBLOCK=.. num_warps=.."}, count, unnamed}
+    ("autotune_json", _str),
     # bytes the cold compile wrote to its fresh inductor and Triton cache directories
     ("cache_inductor_bytes", _i64), ("cache_triton_bytes", _i64),
     # work: FLOPs of one eager step (torch.utils.flop_counter; train: forward + backward)
