@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from analysis import estimates as est
+from analysis import kernels
 from analysis.fmt import cell_label
 from analysis.load import Run, sql
 
@@ -161,12 +162,41 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         out.append(f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
                    "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's "
                    "noise; their compiled step change is the precise one.")
+    out += _retuned_caveat(a, b, pairs, ests)
     ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
     if ca.get("dispatch_us") and cb.get("dispatch_us"):
         out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "
                    f"B {cb['dispatch_us']:.2f}; it moves with the torch version as well as the host "
                    "(docs/measurement.md, 'The host, measured').")
     return out
+
+
+def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
+    """Called compiled changes in cells whose cold compiles autotuned other launch configurations (one
+    torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
+    its cold compile's choices through the cache, so the processes' spread cannot hold them."""
+    same = versions(a, b)[0] == versions(a, b)[1]
+    hit = []
+    for p in pairs:
+        e = ests["compiled"].get(p["cell_id"])
+        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
+        if r is not None and r.changed:
+            hit.append((p, r))
+    if not hit:
+        return []
+    p, r = hit[0]
+    sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
+    sb = kernels.splits(p.get("profile_b"), {"compiled": p.get("compiled_b")}).get("compiled")
+    k, ca, cb = kernels.most_moved(r, sa, sb)
+    if not same:
+        return [f"In {len(hit)} cell(s) with a called compiled change the two cold compiles autotuned kernels of one "
+                f"name differently (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared}); across versions a name "
+                "can be another kernel, so this is a hint, not a finding (docs/measurement.md, 'The autotune record')."]
+    return [f"In {len(hit)} cell(s) with a called compiled change Inductor's autotuning chose other launch "
+            f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
+            f"kernels; the one whose time moved most: {k}, {kernels.config_change(ca, cb)}). Every process of a run shares its cold compile's "
+            "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs "
+            "(docs/measurement.md, 'The autotune record')."]
 
 
 def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],

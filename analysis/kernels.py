@@ -10,7 +10,8 @@ one, after timing): it attributes a change the step-time estimates call; it call
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from analysis.stats import MIN_EFFECT
 from collector.contract import is_annotation
@@ -44,9 +45,27 @@ class Split:
         return self.kernel_ms / self.step_ms
 
 
-def _named(entries: list[dict], skip=lambda name: False) -> dict:
-    """{name: (kind, calls a step, ms a step)} of a profile's kernels or host operators."""
-    return {k["name"]: (k["kind"], k["calls"], k["us"] / 1e3) for k in entries if not skip(k["name"])}
+def _named(entries: list[dict], skip=lambda name: False, rename=lambda name: name) -> dict:
+    """{name: (kind, calls a step, ms a step)} of a profile's kernels or host operators; entries that
+    `rename` gives one name are summed."""
+    out: dict = {}
+    for k in entries:
+        if skip(k["name"]):
+            continue
+        name = rename(k["name"])
+        kind, calls, ms = out.get(name, (k["kind"], 0.0, 0.0))
+        out[name] = (kind, calls + k["calls"], ms + k["us"] / 1e3)
+    return out
+
+
+_GRAPH_HASH = re.compile(r"(CompiledFxGraph) \w{16,}")
+
+
+def host_name(name: str) -> str:
+    """A host range's name without the compiled graph's content hash ("## Call CompiledFxGraph
+    fvc4echd... ##" -> "## Call CompiledFxGraph ##"): the hash changes with every torch version and
+    code change, the wrapper's cost is what is compared."""
+    return _GRAPH_HASH.sub(r"\1", name)
 
 
 def splits(raw: str | None, step_ms: dict) -> dict[str, Split]:
@@ -74,7 +93,7 @@ def splits(raw: str | None, step_ms: dict) -> dict[str, Split]:
         host = rec.get("host") or {}
         out[side] = Split(step, total, {k: v for k, v in kinds.items() if v > 1e-9},
                           _named(rec["kernels"], is_annotation if device == "cuda" else lambda name: False), device,
-                          host["us_per_step"] / 1e3 if host else None, _named(host.get("ops", [])))
+                          host["us_per_step"] / 1e3 if host else None, _named(host.get("ops", []), rename=host_name))
     return out
 
 
@@ -148,15 +167,72 @@ def short(name: str, limit: int = 70) -> str:
     return name[:limit] + ("…" if len(name) > limit else "")
 
 
-def moved(a: Split, b: Split, n: int = TOP_MOVED) -> str:
+def tuned(raw: str | None) -> dict | None:
+    """{kernel: launch configuration} of an autotune record (schema v8 autotune_json, collector/autotune.py);
+    None without one (older rows, eager, the CPU, a compile that timed no candidates)."""
+    if not raw:
+        return None
+    try:
+        got = json.loads(raw).get("kernels")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+@dataclass(frozen=True)
+class Retuned:
+    """The kernels whose autotuned launch configuration differs between two runs' cold compiles."""
+
+    compared: int  # kernels both records name
+    changed: tuple  # ((kernel, configuration in A, in B), ...), by name
+
+    def as_json(self) -> dict:
+        return {"kernels_compared": self.compared,
+                "changed": [{"kernel": k, "a": ca, "b": cb} for k, ca, cb in self.changed]}
+
+
+def retuned(raw_a: str | None, raw_b: str | None) -> Retuned | None:
+    """What Inductor's autotuning chose differently in B's cold compile than in A's, kernel by kernel
+    (by name: meaningful between runs of one torch, where a name is a place in the graph; across
+    versions one name may be another kernel). None unless both runs kept a record."""
+    ta, tb = tuned(raw_a), tuned(raw_b)
+    if ta is None or tb is None:
+        return None
+    both = sorted(set(ta) & set(tb))
+    return Retuned(len(both), tuple((k, ta[k], tb[k]) for k in both if ta[k] != tb[k]))
+
+
+def config_change(ca: str, cb: str) -> str:
+    """'A XBLOCK=512 num_warps=8, B XBLOCK=1024 num_warps=4': the keys that differ."""
+    da = dict(x.split("=", 1) for x in ca.split() if "=" in x)
+    db = dict(x.split("=", 1) for x in cb.split() if "=" in x)
+    keys = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
+    return ("A " + " ".join(f"{k}={da.get(k, '-')}" for k in keys) + ", B "
+            + " ".join(f"{k}={db.get(k, '-')}" for k in keys))
+
+
+def most_moved(r: Retuned, a: Split | None, b: Split | None) -> tuple[str, str, str]:
+    """The changed kernel whose profiled time moved most between A and B (the first by name where
+    the cell was not profiled in both)."""
+    if a is None or b is None:
+        return r.changed[0]
+    def delta(k):
+        return abs(b.kernels.get(k, (0, 0, 0.0))[2] - a.kernels.get(k, (0, 0, 0.0))[2])
+    return max(r.changed, key=lambda t: delta(t[0]))
+
+
+def moved(a: Split, b: Split, n: int = TOP_MOVED, changed: tuple = ()) -> str:
     """What moved most, in ms a step: the kinds (beyond 0.5% of A's kernel time), the kernels by name
-    that both profiles kept (beyond 1%), and the time of names kept in one run only (a library that
-    picked another kernel, Inductor that named its kernels otherwise)."""
+    that both profiles kept (beyond 1%; with the launch configuration where autotuning chose another in
+    B, `changed`: Retuned.changed), and the time of names kept in one run only (a library that picked
+    another kernel, Inductor that named its kernels otherwise)."""
+    configs = {k: config_change(ca, cb) for k, ca, cb in changed}
     kinds = sorted(set(a.kinds) | set(b.kinds), key=lambda k: -abs(b.kinds.get(k, 0) - a.kinds.get(k, 0)))
     parts = [f"{k} {_ms(a.kinds.get(k, 0))} to {_ms(b.kinds.get(k, 0))}" for k in kinds[:2]
              if abs(b.kinds.get(k, 0) - a.kinds.get(k, 0)) > 0.005 * a.kernel_ms]
     both = sorted(set(a.kernels) & set(b.kernels), key=lambda k: -abs(b.kernels[k][2] - a.kernels[k][2]))
-    parts += [f"{short(k)} {_ms(a.kernels[k][2])} to {_ms(b.kernels[k][2])} ({b.kernels[k][1]:g} a step)"
+    parts += [f"{short(k)} {_ms(a.kernels[k][2])} to {_ms(b.kernels[k][2])} ({b.kernels[k][1]:g} a step"
+              + (f"; autotuned {configs[k]})" if k in configs else ")")
               for k in both[:n] if abs(b.kernels[k][2] - a.kernels[k][2]) > 0.01 * a.kernel_ms]
     if a.host_ops and b.host_ops:  # the host operators that moved most (self CPU time under the profiler)
         ops = sorted(set(a.host_ops) & set(b.host_ops), key=lambda k: -abs(b.host_ops[k][2] - a.host_ops[k][2]))
@@ -180,6 +256,7 @@ class PairRow:
     b: Split
     where: str
     moved: str
+    retuned: Retuned | None = None  # compiled side: autotuning's choices A against B (both runs' records)
 
     @property
     def step(self) -> str:  # A -> B, ms (the tables)
@@ -201,7 +278,8 @@ class PairRow:
                 "rest_ms": [self.a.rest_ms, self.b.rest_ms], "where": self.where,
                 "kinds_ms": {k: [self.a.kinds.get(k, 0.0), self.b.kinds.get(k, 0.0)] for k in kinds},
                 **({"host_ms": [self.a.host_ms, self.b.host_ms]}
-                   if self.a.host_ms is not None and self.b.host_ms is not None else {})}
+                   if self.a.host_ms is not None and self.b.host_ms is not None else {}),
+                **({"autotune": self.retuned.as_json()} if self.retuned is not None else {})}
 
 
 def pair_rows(pairs: list[dict], label, called) -> list[PairRow]:
@@ -214,9 +292,12 @@ def pair_rows(pairs: list[dict], label, called) -> list[PairRow]:
     for p in pairs:
         sa = splits(p["profile_a"], {"eager": p["eager_a"], "compiled": p["compiled_a"]})
         sb = splits(p["profile_b"], {"eager": p["eager_b"], "compiled": p["compiled_b"]})
+        tune = retuned(p.get("autotune_a"), p.get("autotune_b"))
         for side in SIDES:
             if side in sa and side in sb:
                 a, b = sa[side], sb[side]
+                r = tune if side == "compiled" else None
                 out.append(PairRow(p["cell_id"], label(p), side, a, b,
-                                   where(a, b) if called(side, p["cell_id"]) else "not called", moved(a, b)))
+                                   where(a, b) if called(side, p["cell_id"]) else "not called",
+                                   moved(a, b, changed=r.changed if r else ()), r))
     return out

@@ -15,7 +15,8 @@
 #   bash benchmarks/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
-#   bash benchmarks/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 in N runs,
+#   bash benchmarks/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 (PY= in the
+#                                                        environment for another interpreter) in N runs,
 #                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
 #                                                        (each run compiles cold once; docs/measurement.md)
 # Every stage ends by packing data/runs into $OUT/runs.tgz.
@@ -56,7 +57,7 @@ case $stage in
     prefix=$1 n=$2 secs=$3 cells=$4 end=$((SECONDS + $3))
     for i in $(seq 1 "$n"); do
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
-      make collect PYTHON=python3 PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
+      make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
   *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;

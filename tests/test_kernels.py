@@ -143,3 +143,71 @@ def test_a_cpu_profile_attributes_nothing():
            "kernel_profile_json": json.dumps({"eager": _profile([("aten::addmm", "aten", 2.0, 1100.0)], "cpu")})}
     (r,) = kernels.run_rows([row], lambda r: r["cell_id"])
     assert r.busy == "-" and r.kernels == "1.100"
+
+
+def test_autotuned_choices_that_differ_are_named_with_their_configurations():
+    ra = json.dumps({"kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=1024 num_warps=4 num_stages=1",
+                                 "triton_poi_fused_gelu_9": "XBLOCK=1024 num_warps=4 num_stages=1",
+                                 "triton_only_in_a": "XBLOCK=8 num_warps=1 num_stages=1"}, "count": 3, "unnamed": 0})
+    rb = json.dumps({"kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=8 num_stages=1",
+                                 "triton_poi_fused_gelu_9": "XBLOCK=1024 num_warps=4 num_stages=1"},
+                     "count": 2, "unnamed": 0})
+    r = kernels.retuned(ra, rb)
+    assert r.compared == 2 and r.changed == (("triton_poi_fused__to_copy_8", "XBLOCK=1024 num_warps=4 num_stages=1",
+                                               "XBLOCK=512 num_warps=8 num_stages=1"),)
+    assert kernels.retuned(ra, None) is None and kernels.retuned(None, "not json") is None
+    a = kernels.Split(0.92, 0.89, {"triton": 0.51}, {"triton_poi_fused__to_copy_8": ("triton", 8.0, 0.230)}, "cuda")
+    b = kernels.Split(0.96, 0.94, {"triton": 0.57}, {"triton_poi_fused__to_copy_8": ("triton", 8.0, 0.293)}, "cuda")
+    text = kernels.moved(a, b, changed=r.changed)
+    assert "triton_poi_fused__to_copy_8 0.230 to 0.293 (8 a step; autotuned A XBLOCK=1024 num_warps=4, " \
+           "B XBLOCK=512 num_warps=8)" in text
+    assert kernels.PairRow("c", "c", "compiled", a, b, "kernels", text, r).as_json()["autotune"] == {
+        "kernels_compared": 2, "changed": [{"kernel": "triton_poi_fused__to_copy_8",
+                                            "a": "XBLOCK=1024 num_warps=4 num_stages=1",
+                                            "b": "XBLOCK=512 num_warps=8 num_stages=1"}]}
+
+
+def test_a_compiled_graphs_host_range_is_compared_without_its_hash():
+    rec = {"device": "cuda", "steps": 10, "us_per_step": 100.0, "kinds": {"triton": 100.0},
+           "kernels": [{"name": "triton_a", "kind": "triton", "calls": 1.0, "us": 100.0}], "other_us": 0.0,
+           "host": {"us_per_step": 300.0, "ops": [
+               {"name": "## Call CompiledFxGraph fvc4echdttux52zg7lnrl4uwjickmdqctme2hadkyg3lsqsttve4 ##",
+                "kind": "framework", "calls": 1.0, "us": 112.0},
+               {"name": "## Call CompiledFxGraph ftr4ag3dzumvhntuaaaaaaaaaaaaaaaaaaaa ##", "kind": "framework",
+                "calls": 1.0, "us": 8.0},
+               {"name": "TorchDynamo Cache Lookup", "kind": "framework", "calls": 1.0, "us": 160.0}]}}
+    s = kernels.splits(json.dumps({"compiled": rec}), {"compiled": 0.6})["compiled"]
+    assert s.host_ops["## Call CompiledFxGraph ##"] == ("framework", 2.0, 0.12)
+    assert s.host_ops["TorchDynamo Cache Lookup"][2] == 0.16
+
+
+def _examples(*ids):
+    from pathlib import Path
+
+    from analysis.context import prepare
+    from analysis.load import discover_runs, load
+    runs = {r.run_id: r for r in discover_runs(Path(__file__).resolve().parents[1] / "data" / "examples")
+            if r.run_id in ids}
+    loaded = load([runs[i] for i in ids])
+    prepare(loaded)
+    return loaded, runs
+
+
+def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
+    """Six runs of one MoE cell under one torch on one H200 (data/examples/at-h200-1..6): run 1's cold
+    compile gave triton_poi_fused__to_copy_8 XBLOCK=512/8 warps (0.293 ms a step), every other run
+    XBLOCK=1024/4 warps (0.230 ms); run 1's compiled step is called +4.4% against run 2 and the
+    comparison says it can be the compile's draw; runs 2 and 4 (both 1024/4 there) call nothing."""
+    from analysis.compare import build_compare_report
+    loaded, runs = _examples("at-h200-2", "at-h200-1", "at-h200-4")
+    rep = build_compare_report(loaded, runs["at-h200-2"], runs["at-h200-1"], [runs["at-h200-2"], runs["at-h200-1"]],
+                               reps=200, now="x")
+    (line,) = [c for c in rep.caveats if "autotuning" in c]
+    assert "triton_poi_fused__to_copy_8, A XBLOCK=1024 num_warps=4, B XBLOCK=512 num_warps=8" in line
+    (row,) = [k for k in rep.kernel_rows if k.side == "compiled"]
+    assert row.where == "kernels" and "autotuned A XBLOCK=1024 num_warps=4, B XBLOCK=512 num_warps=8" in row.moved
+    quiet = build_compare_report(loaded, runs["at-h200-2"], runs["at-h200-4"],
+                                 [runs["at-h200-2"], runs["at-h200-4"]], reps=200, now="x")
+    assert not [c for c in quiet.caveats if "autotuning" in c]
+    (row,) = [k for k in quiet.kernel_rows if k.side == "compiled"]
+    assert row.retuned.changed and "triton_poi_fused__to_copy_8" not in {k for k, *_ in row.retuned.changed}
