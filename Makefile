@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS WARMUP \
-  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
+  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
   CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
   SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH
@@ -46,7 +46,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--warmup-steps,$(WARMUP)) $(call opt,--timeout,$(TIMEOUT)) \
-  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--kernel-profile,$(PROFILE)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
+  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--kernel-profile,$(PROFILE)) $(call opt,--cold-replicates,$(COLD_REPLICATES)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
   $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
   $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
@@ -87,6 +87,8 @@ help: ## list the targets
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
 	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"
 	@echo "                   PROFILE=1 (after timing, each side's kernels by kind and name: torch.profiler, cold process)"
+	@echo "                   COLD_REPLICATES=1 (every process compiles cold in its own cache: the compile's autotuning"
+	@echo "                     draw inside the intervals, one cold-compile sample a process)"
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other leases: which"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import stats
+from analysis.stats import welch  # noqa: F401 (the benchmarks and tests import it from here)
 from analysis.compare import run_intervals
 
 
@@ -30,17 +31,6 @@ def misses(loaded, a: str, b: str, reps: int = stats.DEFAULT_REPS) -> tuple[int,
         if not lo <= sb <= hi:
             out.append((key, 100 * (sb / sa - 1), 100 * (np.sqrt(hi / lo) - 1)))
     return n, out
-
-
-def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """95% Welch interval of mean(b) - mean(a) (per-process values), with the exact t quantile at
-    Welch's (non-integer) degrees of freedom (stats.t_quantile; no scipy)."""
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = np.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    t = stats.t_quantile(0.975, float(df))
-    d = b.mean() - a.mean()
-    return d - t * se, d + t * se
 
 
 def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> list[tuple]:

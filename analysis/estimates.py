@@ -136,6 +136,30 @@ def first_call(quantity: str, a, b, min_effect: float) -> Estimate:
                       f"(x/{math.exp(q):.2f})")
 
 
+def first_call_processes(quantity: str, a: list, b: list, min_effect: float) -> Estimate:
+    """A cell's cold first-call change where every process of both runs compiled cold (protocol
+    cold_replicates: one cold compile a process, each in its own empty cache): the ratio of the
+    processes' geometric means, with Welch's 95% interval on their logarithms (stats.welch). Needs
+    two processes a run; the caller falls back to `first_call` otherwise."""
+    from analysis.stats import welch
+
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    lo, hi = welch(la, lb)
+    point = float(np.exp(lb.mean() - la.mean()))
+    lo, hi = float(np.exp(lo)), float(np.exp(hi))
+    return Estimate(quantity, point, lo, hi, call_rule(point, lo, hi, min_effect, QUANTITIES[quantity][1]),
+                    f"Welch t over {len(a)} and {len(b)} cold compiles (every process compiled cold)")
+
+
+def cold_samples(first_calls, replicate_cache) -> list[float] | None:
+    """A row's cold first calls, one a process, where every process compiled cold (two or more
+    processes with a first call); else None."""
+    if replicate_cache != "cold" or first_calls is None:
+        return None
+    got = [float(v) for v in first_calls if v is not None and float(v) > 0]
+    return got if len(got) >= 2 else None
+
+
 def memory(a, b, min_effect: float) -> Estimate:
     """A cell's compiled peak memory change, B against A: deterministic, the minimum effect decides."""
     return from_noise("memory", ratio(b, a), 0.0, min_effect,

@@ -99,7 +99,10 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
         cid = p["cell_id"]
         if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
             continue
-        ests["cold"][cid] = est.first_call("cold", p["cold_a"], p["cold_b"], min_effect)
+        ca = est.cold_samples(p.get("cold_all_a"), p.get("rep_cache_a"))
+        cb = est.cold_samples(p.get("cold_all_b"), p.get("rep_cache_b"))
+        ests["cold"][cid] = (est.first_call_processes("cold", ca, cb, min_effect) if ca and cb
+                             else est.first_call("cold", p["cold_a"], p["cold_b"], min_effect))
         ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
         ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
     return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests)

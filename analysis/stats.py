@@ -122,6 +122,20 @@ def t_cdf(t: float, df: float) -> float:
     return 0.5 + 0.5 * a
 
 
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """95% Welch interval of mean(b) - mean(a) (per-process values), with the exact t quantile at
+    Welch's (non-integer) degrees of freedom (t_quantile; no scipy)."""
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    if se == 0:
+        d = b.mean() - a.mean()
+        return d, d
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    t = t_quantile(0.975, float(df))
+    d = b.mean() - a.mean()
+    return d - t * se, d + t * se
+
+
 def t_quantile(p: float, df: float) -> float:
     """The p quantile of Student's t with `df` degrees of freedom (bisection on t_cdf, to 1e-12)."""
     lo, hi = -1e6, 1e6

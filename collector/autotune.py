@@ -83,6 +83,21 @@ def choices(cache_dir: Path) -> dict | None:
     return {"kernels": kernels, "count": len(files), "unnamed": unnamed}
 
 
+def with_replicates(cold: str | None, draws: list[dict | None]) -> dict | None:
+    """The cold process's record (JSON) with, for each replicate that compiled cold in its own cache
+    (protocol cold_replicates), how many kernels it autotuned otherwise than the cold process, and
+    its own choices where they differ: `replicates: [{differ, kernels: {name: configuration}}]`."""
+    base = json.loads(cold) if cold else None
+    if base is None and not any(draws):
+        return None
+    base = base or {"kernels": {}, "count": 0, "unnamed": 0}
+    reps = []
+    for d in draws:
+        changed = {k: c for k, _, c in differences(base, d)}
+        reps.append({"differ": len(changed), "kernels": changed} if d is not None else None)
+    return {**base, "replicates": reps}
+
+
 def differences(a: dict | None, b: dict | None) -> list[tuple[str, str, str]]:
     """[(kernel, configuration in a, in b)] for the kernels both records name with different choices,
     by name. Meaningful between runs of one torch (a kernel's name is its place in the graph); across

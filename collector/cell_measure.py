@@ -124,16 +124,35 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         if timed_ok and proto.processes > 1:
             layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
                             result.get("steps_per_sample") or 1, result.get("planted_delay_ms"))
+            cold_reps = proto.cold_replicates and mode.compiles
+            firsts, draws = [result.get("first_call_compiled_s")], []
             for i in range(1, proto.processes):
-                p0 = clock()
-                rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i, layout=layout),
-                              cache_dir)
-                walls.append(clock() - p0)
+                # a cold replicate compiles in its own empty cache (removed after it), else the cold one's
+                rep_cache = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:50]}-r{i}-")) if cold_reps \
+                    else cache_dir
+                try:
+                    p0 = clock()
+                    rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i,
+                                            layout=layout), rep_cache)
+                    walls.append(clock() - p0)
+                    if cold_reps:
+                        draws.append(autotune.choices(rep_cache))
+                finally:
+                    if cold_reps:
+                        shutil.rmtree(rep_cache, ignore_errors=True)
                 why = add_replicate(result, rep, i)
+                first = rep.get("warm_first_call_compiled_s")  # the replicate's first call, whatever its cache
+                firsts.append(None if why else first)
                 if why:
                     errors.append(why)
-                elif rep.get("warm_first_call_compiled_s") is not None:
-                    warm_firsts.append(rep["warm_first_call_compiled_s"])
+                elif first is not None and not cold_reps:
+                    warm_firsts.append(first)
+            if mode.compiles:
+                result["process_first_call_compiled_s"] = firsts
+                result["replicate_cache"] = "cold" if cold_reps else "warm"
+            if cold_reps:  # no warm cache was used: no warm first call; the autotuning drawn in each process
+                tuned = autotune.with_replicates(result.get("autotune_json"), draws)
+                result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
             if warm_firsts:  # every replicate compiled from the warm cache: their median
                 result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
         elif proto.warm_compile and compiled_ok:

@@ -57,6 +57,13 @@ SETTINGS = (
     Setting("processes", int, 3, 1, 50, cli="--processes", make="PROCESSES",
             help="fresh processes that time each cell: the cold-compile one plus N-1 on its warm cache "
                  "(default 3; the process is the unit of repetition, docs/measurement.md)"),
+    # replicates that compile cold, each in its own empty cache, instead of from the cold process's
+    # warm cache: the compile's own draws (autotuning) then fall inside the processes' spread
+    Setting("cold_replicates", bool, False, cli="--cold-replicates", make="COLD_REPLICATES",
+            help="every replicate process compiles cold in its own empty cache instead of from the cold "
+                 "process's warm cache: what one compile chose (autotuned launch configurations) then varies "
+                 "between processes and the intervals hold it, and the cold compile gets one sample a process "
+                 "(costs a compile a process; no warm-cache first call; default 0)"),
     # test option: extra work after each compiled step worth this % of its median (0: none)
     Setting("plant_slowdown_pct", int, 0, 0, 100, cli="--plant-slowdown", make="PLANT_SLOWDOWN",
             help="test option: add work worth PCT%% of the compiled step after each compiled step (a host busy "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -33,9 +33,11 @@ V6 = ("kernel_count",)
 V7 = ("kernel_profile_json",)
 # v8 the launch configurations Inductor chose by timing candidates in the cold compile (collector/autotune.py)
 V8 = ("autotune_json",)
+# v9 each process's first compiled call and whether the replicates compiled cold (protocol cold_replicates)
+V9 = ("process_first_call_compiled_s", "replicate_cache")
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
-            **{c: 8 for c in V8}}
+            **{c: 8 for c in V8}, **{c: 9 for c in V9}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -97,6 +99,10 @@ FIELDS = [
     # autotuned launch configurations (v8; read from the cold compile's cache; null: none timed):
     # {kernels: {name: "XBLOCK=.. num_warps=.."}, count, unnamed}
     ("autotune_json", _str),
+    # (v9) each process's first compiled call (s): the cold process's, then each replicate's, which
+    # compiled from the cold process's warm cache (replicate_cache "warm") or cold in its own empty
+    # one (protocol cold_replicates: "cold"); null with one process
+    ("process_first_call_compiled_s", _list), ("replicate_cache", _str),
     # bytes the cold compile wrote to its fresh inductor and Triton cache directories
     ("cache_inductor_bytes", _i64), ("cache_triton_bytes", _i64),
     # work: FLOPs of one eager step (torch.utils.flop_counter; train: forward + backward)

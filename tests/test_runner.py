@@ -620,3 +620,49 @@ def test_a_stop_whose_raise_was_lost_still_stops_at_the_next_process(tmp_path):
         runner.INTERRUPTED.clear()
     assert len(launcher.calls) == 2  # the cold process and one replicate; nothing started after
     assert list((tmp_path / "lost" / "cells").glob("*.parquet")) == []  # the interrupted cell is not saved
+
+
+class TuningLauncher(ReplicateLauncher):
+    """As ReplicateLauncher, and each process that compiles into an empty cache leaves an autotuned
+    kernel there the way Inductor does (a best_config beside the kernel's source): the cold process
+    and replicate 2 choose XBLOCK=1024, replicate 1 XBLOCK=512. Records each process's cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.caches = []
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        self.caches.append((Path(cache_dir), any(Path(cache_dir).rglob("*.best_config"))))
+        d = Path(cache_dir) / "inductor" / "ab"
+        if not any(Path(cache_dir).rglob("*.best_config")):
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "cab.py").write_text("def triton_poi_fused__to_copy_8(in_ptr0, xnumel):\n    pass\n")
+            x = 512 if spec["replicate"] == 1 else 1024
+            (d / "k.best_config").write_text(json.dumps({"XBLOCK": x, "num_warps": 4, "num_stages": 1}))
+        return super().run(spec, cache_dir, log_path, timeout_s)
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_cold_replicates_compile_in_their_own_empty_caches(tmp_path, cold):
+    """COLD_REPLICATES=1: every replicate gets an empty cache of its own (removed after it), its first
+    call is a cold one (kept per process, no warm-cache figure), and its own autotuning draw is kept
+    beside the cold process's; by default the replicates share the cold process's warm cache."""
+    m = _matrix(processes=3, phases=["infer"], cold_replicates=cold)
+    launcher = TuningLauncher()
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path / "run", launcher)
+    caches = [c for c, _ in launcher.caches]
+    warm_at_start = [w for _, w in launcher.caches]
+    assert row["process_first_call_compiled_s"] == [3.0, pytest.approx(0.6), pytest.approx(0.7)]
+    tuned = json.loads(row["autotune_json"])
+    assert tuned["kernels"] == {"triton_poi_fused__to_copy_8": "XBLOCK=1024 num_warps=4 num_stages=1"}
+    if cold:
+        assert len(set(caches)) == 3 and warm_at_start == [False, False, False]
+        assert not any(c.exists() for c in caches)  # every scratch cache removed
+        assert row["replicate_cache"] == "cold" and row["warm_first_call_compiled_s"] is None
+        assert tuned["replicates"] == [
+            {"differ": 1, "kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=4 num_stages=1"}},
+            {"differ": 0, "kernels": {}}]
+    else:
+        assert len(set(caches)) == 1 and warm_at_start == [False, True, True]
+        assert row["replicate_cache"] == "warm" and row["warm_first_call_compiled_s"] == pytest.approx(0.65)
+        assert "replicates" not in tuned

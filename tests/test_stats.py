@@ -218,3 +218,20 @@ def test_a_cells_own_interval_is_the_exact_t_bound():
                 assert abs(np.log(lo) - tlo) < 1e-3 * (thi - tlo) and abs(np.log(hi) - thi) < 1e-3 * (thi - tlo)
             else:
                 assert (lo, hi) == pytest.approx(stats.interval(rs.speedup_reps[c.key]))
+
+
+def test_cold_compiles_of_every_process_get_a_welch_interval():
+    """COLD_REPLICATES=1 runs: the cold first call has one sample a process, so its change gets
+    Welch's interval on the logarithms instead of the A/A spread of one figure per run."""
+    from analysis import estimates as est
+
+    slower = est.first_call_processes("cold", [10.0, 10.4, 9.8], [12.1, 12.6, 12.3], 0.02)
+    assert slower.call == est.REGRESSED and 1.19 < slower.point < 1.24 and slower.lo > 1.1
+    assert "Welch t over 3 and 3 cold compiles" in slower.reason
+    same = est.first_call_processes("cold", [10.0, 10.4, 9.8], [10.2, 9.9, 10.3], 0.02)
+    assert same.call != est.REGRESSED and same.lo < 1 < same.hi
+    # the rows it reads: every process cold (replicate_cache "cold"), at least two first calls
+    assert est.cold_samples([14.2, 11.2], "cold") == [14.2, 11.2]
+    assert est.cold_samples([14.2, 1.7], "warm") is None and est.cold_samples([14.2, None], "cold") is None
+    # one figure per run would not have called the +23% (the A/A spread of one cell is x/1.52)
+    assert est.first_call("cold", 10.0, 12.3, 0.02).call != est.REGRESSED

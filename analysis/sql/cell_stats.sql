@@ -93,6 +93,7 @@ SELECT
     gpu_index, concurrent_cells,
     kernel_profile_json,  -- schema v7 (PROFILE=1): analysis/kernels.py
     autotune_json,  -- schema v8: the cold compile's autotuned launch configurations (analysis/kernels.py)
+    process_first_call_compiled_s, replicate_cache,  -- schema v8: each process's first call; cold or warm replicates
     aot_export_s, aot_compile_s, aot_load_s,  -- schema v4
     portable_first_call_compiled_s, portable_load_s, portable_cache_bytes,
     sweep_batch_sizes, sweep_first_call_s, sweep_recompile_count, sweep_graph_count,

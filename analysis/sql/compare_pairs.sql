@@ -21,7 +21,9 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.recompile_reasons_json AS recompile_reasons_a, b.recompile_reasons_json AS recompile_reasons_b,
        a.cudagraph_skip_reasons_json AS cg_reasons_a, b.cudagraph_skip_reasons_json AS cg_reasons_b,
        a.kernel_profile_json AS profile_a, b.kernel_profile_json AS profile_b,
-       a.autotune_json AS autotune_a, b.autotune_json AS autotune_b
+       a.autotune_json AS autotune_a, b.autotune_json AS autotune_b,
+       a.process_first_call_compiled_s AS cold_all_a, b.process_first_call_compiled_s AS cold_all_b,
+       a.replicate_cache AS rep_cache_a, b.replicate_cache AS rep_cache_b
 FROM stats a JOIN stats b ON a.cell_id = b.cell_id
 WHERE a.run_id = $baseline AND b.run_id = $candidate
 ORDER BY a.phase, a.model, a.dtype, a.batch_size, a.mode, a.compile_scope;
