@@ -174,7 +174,8 @@ def test_the_exec_launcher_runs_the_same_target(tmp_path):
 @pytest.mark.compile
 def test_real_cell_through_the_fork_launcher(tmp_path):
     """The real path: torch and Inductor preloaded, three forked processes of one smoke cell, each
-    compiling into the cell's own cache (the cold one from empty) and none into the parent's."""
+    compiling into the cell's own cache (the cold one from empty) and none into the parent's; then
+    the same cell with COLD_REPLICATES=1, whose replicate compiles cold in an empty cache of its own."""
     pytest.importorskip("torch")
     from collector import matrix as mx
     from collector.cell_measure import measure_cell
@@ -195,5 +196,14 @@ def test_real_cell_through_the_fork_launcher(tmp_path):
         assert log.count("(forked) ===") == 3 and "RuntimeWarning" not in log
         # a CPU parent preloads Inductor too, so the children's torch.compile() imports nothing
         assert "torch._inductor.compile_fx in" in (tmp_path / "logs" / "launcher.log").read_text()
+        # COLD_REPLICATES=1 on the same parent: the replicate compiles cold in an empty cache of its own
+        # (on this machine 11.2 s against the cold process's 14.2 s, a warm-cache replicate 1.7 s)
+        cold = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "blocks": 2,
+                                         "processes": 2, "cold_replicates": True})
+        row = measure_cell(cold.cells[0], cold, env, "r", tmp_path, lnch)
+        assert row["status"] == "ok" and row["replicate_cache"] == "cold" and row["processes"] == 2
+        first, rep = row["process_first_call_compiled_s"]
+        assert rep > 0.4 * first, (first, rep)  # a warm-cache replicate: above, under a third of the cold one
+        assert row["warm_first_call_compiled_s"] is None
     finally:
         lnch.close()
