@@ -174,10 +174,13 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
 def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
     """Called compiled changes in cells whose cold compiles autotuned other launch configurations (one
     torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
-    its cold compile's choices through the cache, so the processes' spread cannot hold them."""
+    its cold compile's choices through the cache, so the processes' spread cannot hold them; not so
+    where both runs compiled every process cold (COLD_REPLICATES=1), whose intervals hold the draw."""
     same = versions(a, b)[0] == versions(a, b)[1]
     hit = []
     for p in pairs:
+        if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
+            continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
         e = ests["compiled"].get(p["cell_id"])
         r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
         if r is not None and r.changed:

@@ -211,3 +211,25 @@ def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     assert not [c for c in quiet.caveats if "autotuning" in c]
     (row,) = [k for k in quiet.kernel_rows if k.side == "compiled"]
     assert row.retuned.changed and "triton_poi_fused__to_copy_8" not in {k for k, *_ in row.retuned.changed}
+
+
+def test_no_autotune_caveat_where_every_process_drew_its_own():
+    """With COLD_REPLICATES=1 in both runs each process compiled cold, so the intervals already hold the
+    autotuning draw: the caveat about a shared draw would be wrong there."""
+    from analysis import changes, estimates as est
+
+    rec = {"kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=1024 num_warps=4 num_stages=1"}, "count": 1, "unnamed": 0}
+    other = {**rec, "kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=8 num_stages=1"}}
+    pair = {"cell_id": "moe__infer__amp_bf16__bs8__reduce-overhead__model", "model": "moe", "phase": "infer",
+            "dtype": "amp_bf16", "batch_size": 8, "mode": "reduce-overhead", "compile_scope": "model",
+            "autotune_a": json.dumps(rec), "autotune_b": json.dumps(other)}
+    called = {"compiled": {pair["cell_id"]: est.Estimate("compiled", 1.044, 1.039, 1.049, est.REGRESSED, "t")}}
+
+    class R:
+        def __init__(self, v):
+            self.env, self.run_id = {"torch_version": v}, v
+    shared = changes._retuned_caveat(R("2.11"), R("2.11"), [pair], called)
+    assert len(shared) == 1 and "A XBLOCK=1024 num_warps=4, B XBLOCK=512 num_warps=8" in shared[0]
+    cold = {**pair, "rep_cache_a": "cold", "rep_cache_b": "cold"}
+    assert changes._retuned_caveat(R("2.11"), R("2.11"), [cold], called) == []
+    assert "a hint, not a finding" in changes._retuned_caveat(R("2.11"), R("2.14.1"), [pair], called)[0]
