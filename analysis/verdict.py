@@ -7,6 +7,7 @@ trust it. Every aggregate says what it pools (dtypes, batch sizes, models).
 """
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass, field
 
@@ -179,8 +180,40 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
         why = ("one per GPU, CPU cores split" if len({r.get("gpu_index") for r in concurrent}) > 1 else
                "seen measuring on the same host: a shard, another collector or SLURM tasks on one node")
         out.append(f"{len(concurrent)} of {n} cells ran beside another cell ({why}).")
+    out += _autotune_caveat(speed)
     if several_machines:  # a structured flag from the run's hosts and boot ids (context.py), not its prose
         out.append("Collected on more than one machine: compare cells of one machine where it matters.")
     if skipped:
         out.append(f"{skipped} input file(s) were skipped (listed below).")
     return out
+
+
+def _autotune_caveat(speed: list[dict]) -> list[str]:
+    """What the cells' autotune records (schema v8) say about their intervals: with the default warm
+    replicates every process reuses the cold compile's autotuned launch configurations (one draw a cell,
+    outside the interval); with COLD_REPLICATES=1 each process drew its own (inside it)."""
+    n = len(speed)
+    tuned, cold, differ = [], [], []
+    for r in speed:
+        try:
+            rec = json.loads(r.get("autotune_json") or "null")
+        except (TypeError, ValueError):
+            rec = None
+        if not isinstance(rec, dict) or not rec.get("count"):
+            continue
+        if r.get("replicate_cache") == "cold":
+            cold.append(r)
+            if any(isinstance(x, dict) and x.get("differ") for x in rec.get("replicates") or []):
+                differ.append(r)
+        elif (r.get("processes") or 1) > 1:
+            tuned.append(r)
+    out = []
+    if tuned:
+        out.append(f"{len(tuned)} of {n} cells autotuned kernels in their cold compile, a draw every process of the "
+                   "cell reuses: a rerun can differ by a few percent beyond their intervals (docs/measurement.md, "
+                   "'The autotune record'; COLD_REPLICATES=1 puts the draw inside them).")
+    if cold:
+        out.append(f"{len(cold)} of {n} cells compiled every process cold (COLD_REPLICATES=1): their intervals hold each "
+                   f"compile's autotuning draw; the processes drew differently in {len(differ)} of them.")
+    return out
+

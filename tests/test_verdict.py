@@ -64,3 +64,24 @@ def test_the_summary_pastes_standalone_with_its_failures(fixture_copy, tmp_path)
     assert "Failures (1):" in text and ": compile_error: " in text  # the caveat's "listed under Failures" holds
     assert "beside this file" not in text and "&lt;" not in text and "&gt;" not in text
     assert "failed: " in text.split("\n\n")[2]  # the verdict sentence names the failing mode
+
+
+def test_the_verdict_says_whose_intervals_hold_the_autotuning_draw():
+    """A cell whose cold compile autotuned kernels shares that draw across its warm replicates (a
+    caveat: a rerun can differ beyond the interval); with COLD_REPLICATES=1 the intervals hold it."""
+    import json
+
+    from analysis.verdict import _autotune_caveat
+
+    rec = {"kernels": {"k": "XBLOCK=64 num_warps=4"}, "count": 1, "unnamed": 0}
+    warm = {"processes": 3, "replicate_cache": "warm", "autotune_json": json.dumps(rec)}
+    cold = {"processes": 3, "replicate_cache": "cold",
+            "autotune_json": json.dumps({**rec, "replicates": [{"differ": 1, "kernels": {"k": "XBLOCK=128"}},
+                                                               {"differ": 0, "kernels": {}}]})}
+    untuned = {"processes": 3, "replicate_cache": "warm", "autotune_json": None}  # the CPU, eager, older rows
+    got = _autotune_caveat([warm, cold, untuned])
+    assert len(got) == 2
+    assert got[0].startswith("1 of 3 cells autotuned kernels in their cold compile, a draw every process")
+    assert got[1].startswith("1 of 3 cells compiled every process cold") and got[1].endswith("differently in 1 of them.")
+    assert _autotune_caveat([untuned]) == []
+    assert _autotune_caveat([{**warm, "processes": 1}]) == []  # one process: no replicate to share it with
