@@ -258,8 +258,8 @@ def trend_cells(con, runs: list[Run]) -> tuple[list[tuple[str, list[str]]], list
     ids = [r.run_id for r in runs]
     got: dict[str, dict[str, tuple]] = {}
     labels = {}
-    for run_id, cid, label, compiled, speedup, kernels in con.execute(sql("trend_cells"), {"runs": ids}).fetchall():
-        got.setdefault(cid, {})[run_id] = (compiled, speedup, kernels)
+    for run_id, cid, label, compiled, speedup, n_kernels in con.execute(sql("trend_cells"), {"runs": ids}).fetchall():
+        got.setdefault(cid, {})[run_id] = (compiled, speedup, n_kernels)
         labels[cid] = label
     table, chart = [], []
     for cid in sorted(got, key=lambda c: labels[c]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from analysis.stats import MIN_EFFECT
 from collector.contract import is_annotation
