@@ -126,13 +126,11 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """95% Welch interval of mean(b) - mean(a) (per-process values), with the exact t quantile at
     Welch's (non-integer) degrees of freedom (t_quantile; no scipy)."""
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = np.sqrt(va + vb)
+    se, d = np.sqrt(va + vb), b.mean() - a.mean()
     if se == 0:
-        d = b.mean() - a.mean()
         return d, d
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     t = t_quantile(0.975, float(df))
-    d = b.mean() - a.mean()
     return d - t * se, d + t * se
 
 

@@ -7,11 +7,11 @@ trust it. Every aggregate says what it pools (dtypes, batch sizes, models).
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 
 from analysis import stats
+from collector.contract import autotune_record
 
 PHASE = {"infer": "inference", "train": "training"}
 NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
@@ -195,11 +195,8 @@ def _autotune_caveat(speed: list[dict]) -> list[str]:
     n = len(speed)
     tuned, cold, differ = [], [], []
     for r in speed:
-        try:
-            rec = json.loads(r.get("autotune_json") or "null")
-        except (TypeError, ValueError):
-            rec = None
-        if not isinstance(rec, dict) or not rec.get("count"):
+        rec = autotune_record(r.get("autotune_json"))
+        if rec is None or not rec.get("count"):
             continue
         if r.get("replicate_cache") == "cold":
             cold.append(r)

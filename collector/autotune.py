@@ -8,8 +8,8 @@ source in the Inductor cache as a `<key>.best_config` JSON file, and every later
 the processes of a run share it. A near-tie can fall either way from one cold compile to the next,
 and a slower choice then moves every process of the run alike, which the processes' spread cannot
 show. This record makes the choice visible: read by the parent from the cell's cache folder after the
-cold process (no torch needed), one row column (schema v8 `autotune_json`), compared between runs by
-analysis/kernels.py.
+cold process (no torch needed), one row column (schema v8 `autotune_json`), compared by
+collector.contract.autotune_differences (here for cold replicates, in analysis/kernels.py between runs).
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import contextlib
 import json
 import re
 from pathlib import Path
+
+from collector.contract import autotune_differences
 
 # the configuration's own keys; the rest of a best_config file is bookkeeping (hashes, timings)
 _BOOKKEEPING = {"configs_hash", "found_by_coordesc", "time_taken_ms", "triton_cache_hash", "extra_options"}
@@ -93,14 +95,6 @@ def with_replicates(cold: str | None, draws: list[dict | None]) -> dict | None:
     base = base or {"kernels": {}, "count": 0, "unnamed": 0}
     reps = []
     for d in draws:
-        changed = {k: c for k, _, c in differences(base, d)}
+        changed = {k: c for k, _, c in autotune_differences(base, d)}
         reps.append({"differ": len(changed), "kernels": changed} if d is not None else None)
     return {**base, "replicates": reps}
-
-
-def differences(a: dict | None, b: dict | None) -> list[tuple[str, str, str]]:
-    """[(kernel, configuration in a, in b)] for the kernels both records name with different choices,
-    by name. Meaningful between runs of one torch (a kernel's name is its place in the graph); across
-    versions the same name may be another kernel."""
-    ka, kb = (a or {}).get("kernels") or {}, (b or {}).get("kernels") or {}
-    return [(k, ka[k], kb[k]) for k in sorted(set(ka) & set(kb)) if ka[k] != kb[k]]

@@ -4,10 +4,13 @@ The analysis reads rows the collector wrote; these are the names and small rules
 agree on, in one place: the mode labels (from the mode registry, collector/modes/), the per-process
 medians of a row's stored samples (the statistic the progress line and the report both quote), the
 threshold at which a cell's processes disagree, the step lines a cell process logs, the name
-of a SLURM task's record of the other jobs on its node, and what a kernel profile counts as a kernel.
+of a SLURM task's record of the other jobs on its node, what a kernel profile counts as a kernel,
+and how two autotune records are read and compared.
 The row's columns and schema version live in collector/schema.py (also torch-free).
 """
 from __future__ import annotations
+
+import json
 
 import re
 import statistics
@@ -61,6 +64,27 @@ def is_annotation(name: str) -> bool:
     (Optimizer.step#AdamW.step, ## Call CompiledFxGraph ... ##) on the GPU's timeline as well, where
     they would count their kernels twice (the kernel profile, collector/profile.py)."""
     return "#" in name and "(" not in name
+
+
+def autotune_record(raw) -> dict | None:
+    """A row's autotune record (schema v8 `autotune_json`, written by collector/autotune.py) as a dict
+    with a `kernels` mapping; None for a null, unreadable or malformed value."""
+    if not raw:
+        return None
+    try:
+        rec = json.loads(raw) if isinstance(raw, str) else raw
+    except (TypeError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and isinstance(rec.get("kernels"), dict) else None
+
+
+def autotune_differences(a: dict | None, b: dict | None) -> list[tuple[str, str, str]]:
+    """[(kernel, configuration in a, in b)] for the kernels both autotune records name with different
+    choices, by name: meaningful between compiles of one torch (a kernel's name is its place in the
+    graph); across versions the same name may be another kernel. The one comparison of two records,
+    for the collector (a cold replicate against its cold process) and the analysis (two runs)."""
+    ka, kb = (a or {}).get("kernels") or {}, (b or {}).get("kernels") or {}
+    return [(k, ka[k], kb[k]) for k in sorted(set(ka) & set(kb)) if ka[k] != kb[k]]
 
 
 NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from collector import autotune, schema
+from collector import autotune, contract, schema
 
 
 def _kernel(root, bucket, name, config, triton_hash, other_py=None):
@@ -70,8 +70,11 @@ def test_no_timed_candidates_is_null_not_an_empty_record(tmp_path):
 def test_differences_between_two_runs_by_kernel_name():
     a = {"kernels": {"k1": "XBLOCK=64 num_warps=4", "k2": "XBLOCK=32 num_warps=4", "k3": "XBLOCK=8 num_warps=2"}}
     b = {"kernels": {"k1": "XBLOCK=64 num_warps=4", "k2": "XBLOCK=128 num_warps=8", "k4": "XBLOCK=8 num_warps=2"}}
-    assert autotune.differences(a, b) == [("k2", "XBLOCK=32 num_warps=4", "XBLOCK=128 num_warps=8")]
-    assert autotune.differences(None, b) == []
+    assert contract.autotune_differences(a, b) == [("k2", "XBLOCK=32 num_warps=4", "XBLOCK=128 num_warps=8")]
+    assert contract.autotune_differences(None, b) == []
+    # a row's value read once for every reader: null, unreadable or kernel-less values are no record
+    assert contract.autotune_record(json.dumps(a)) == a
+    assert [contract.autotune_record(v) for v in (None, "", "{not json", "[1]", '{"count": 3}')] == [None] * 5
 
 
 def test_the_row_keeps_the_record_from_schema_8():
