@@ -175,7 +175,9 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     """Called compiled changes in cells whose cold compiles autotuned other launch configurations (one
     torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
     its cold compile's choices through the cache, so the processes' spread cannot hold them; not so
-    where both runs compiled every process cold (COLD_REPLICATES=1), whose intervals hold the draw."""
+    where both runs compiled every process cold (COLD_REPLICATES=1), whose intervals hold the draw.
+    Where both runs profiled the cell, only if the re-tuned kernels carried the change
+    (kernels.retuned_carried); unprofiled, the records alone cannot tell, and the line says so."""
     same = versions(a, b)[0] == versions(a, b)[1]
     hit = []
     for p in pairs:
@@ -183,21 +185,27 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
             continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
         e = ests["compiled"].get(p["cell_id"])
         r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
-        if r is not None and r.changed:
-            hit.append((p, r))
+        if r is None or not r.changed:
+            continue
+        sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
+        sb = kernels.splits(p.get("profile_b"), {"compiled": p.get("compiled_b")}).get("compiled")
+        carried = kernels.retuned_carried(r, sa, sb)
+        if carried is not False:
+            hit.append((p, r, sa, sb, carried))
     if not hit:
         return []
-    p, r = hit[0]
-    sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
-    sb = kernels.splits(p.get("profile_b"), {"compiled": p.get("compiled_b")}).get("compiled")
+    p, r, sa, sb, carried = hit[0]
     k, ca, cb = kernels.most_moved(r, sa, sb)
     if not same:
         return [f"In {len(hit)} cell(s) with a called compiled change the two cold compiles autotuned kernels of one "
                 f"name differently (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared}); across versions a name "
                 "can be another kernel, so this is a hint, not a finding (docs/measurement.md, 'The autotune record')."]
+    which = (f"the one whose time moved most: {k}, {kernels.config_change(ca, cb)}" if carried else
+             f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
+             "the change is not known")
     return [f"In {len(hit)} cell(s) with a called compiled change Inductor's autotuning chose other launch "
             f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
-            f"kernels; the one whose time moved most: {k}, {kernels.config_change(ca, cb)}). Every process of a run shares its cold compile's "
+            f"kernels; {which}). Every process of a run shares its cold compile's "
             "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs "
             "(docs/measurement.md, 'The autotune record')."]
 

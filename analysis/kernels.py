@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from analysis.stats import MIN_EFFECT
-from collector.contract import is_annotation
+from collector.contract import autotune_differences, autotune_record, is_annotation
 
 SIDES = ("eager", "compiled")
 SHARE = 0.5  # a part "carries" a step change when it moved the same way by at least this share of it
@@ -167,18 +167,6 @@ def short(name: str, limit: int = 70) -> str:
     return name[:limit] + ("…" if len(name) > limit else "")
 
 
-def tuned(raw: str | None) -> dict | None:
-    """{kernel: launch configuration} of an autotune record (schema v8 autotune_json, collector/autotune.py);
-    None without one (older rows, eager, the CPU, a compile that timed no candidates)."""
-    if not raw:
-        return None
-    try:
-        got = json.loads(raw).get("kernels")
-    except (TypeError, ValueError, AttributeError):
-        return None
-    return got if isinstance(got, dict) else None
-
-
 @dataclass(frozen=True)
 class Retuned:
     """The kernels whose autotuned launch configuration differs between two runs' cold compiles."""
@@ -193,13 +181,12 @@ class Retuned:
 
 def retuned(raw_a: str | None, raw_b: str | None) -> Retuned | None:
     """What Inductor's autotuning chose differently in B's cold compile than in A's, kernel by kernel
-    (by name: meaningful between runs of one torch, where a name is a place in the graph; across
-    versions one name may be another kernel). None unless both runs kept a record."""
-    ta, tb = tuned(raw_a), tuned(raw_b)
-    if ta is None or tb is None:
+    (collector.contract.autotune_differences: by name). None unless both runs kept a record (older
+    rows, eager, the CPU and compiles that timed no candidates have none)."""
+    ra, rb = autotune_record(raw_a), autotune_record(raw_b)
+    if ra is None or rb is None:
         return None
-    both = sorted(set(ta) & set(tb))
-    return Retuned(len(both), tuple((k, ta[k], tb[k]) for k in both if ta[k] != tb[k]))
+    return Retuned(len(set(ra["kernels"]) & set(rb["kernels"])), tuple(autotune_differences(ra, rb)))
 
 
 def config_change(ca: str, cb: str) -> str:
@@ -211,14 +198,29 @@ def config_change(ca: str, cb: str) -> str:
             + " ".join(f"{k}={db.get(k, '-')}" for k in keys))
 
 
+def _kernel_moved(a: Split, b: Split, name: str) -> float:
+    """B's time a step of kernel `name` less A's (0 where a profile did not keep the name)."""
+    return b.kernels.get(name, (0, 0, 0.0))[2] - a.kernels.get(name, (0, 0, 0.0))[2]
+
+
+def retuned_carried(r: Retuned, a: Split | None, b: Split | None) -> bool | None:
+    """Whether the kernels autotuned otherwise carried the step's change (their time, summed, moved
+    the step's way by at least SHARE of it); None where the cell was not profiled in both runs. A
+    planted host wait beside re-tuned kernels must not read as the draw (the H200 check: pf-h200-a
+    against pf-h200-p10, docs/measurement.md)."""
+    if a is None or b is None:
+        return None
+    moved_ms = sum(_kernel_moved(a, b, k) for k, *_ in r.changed)
+    d_step = b.step_ms - a.step_ms
+    return moved_ms * d_step > 0 and abs(moved_ms) >= SHARE * abs(d_step)
+
+
 def most_moved(r: Retuned, a: Split | None, b: Split | None) -> tuple[str, str, str]:
     """The changed kernel whose profiled time moved most between A and B (the first by name where
     the cell was not profiled in both)."""
     if a is None or b is None:
         return r.changed[0]
-    def delta(k):
-        return abs(b.kernels.get(k, (0, 0, 0.0))[2] - a.kernels.get(k, (0, 0, 0.0))[2])
-    return max(r.changed, key=lambda t: delta(t[0]))
+    return max(r.changed, key=lambda t: abs(_kernel_moved(a, b, t[0])))
 
 
 def moved(a: Split, b: Split, n: int = TOP_MOVED, changed: tuple = ()) -> str:

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from analysis import kernels
-from tests.test_compare import compare
 
 
 def _profile(kernel_list, device="cuda"):
@@ -213,6 +212,21 @@ def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     assert row.retuned.changed and "triton_poi_fused__to_copy_8" not in {k for k, *_ in row.retuned.changed}
 
 
+def test_a_planted_host_change_beside_re_tuned_kernels_is_not_called_the_draw():
+    """The H200 planted check (data/examples/pf-h200-*): a 10% plant outside the kernels, called +5.4% on
+    ResNet-50 bs128, in a run whose compile autotuned 10 of 29 kernels otherwise than the control's.
+    Their time moved the other way (kernels 5.736 -> 5.644 ms), so the caveat must not blame the draw."""
+    from analysis.compare import build_compare_report
+    loaded, runs = _examples("pf-h200-a", "pf-h200-p10")
+    rep = build_compare_report(loaded, runs["pf-h200-a"], runs["pf-h200-p10"], [runs["pf-h200-a"], runs["pf-h200-p10"]],
+                               reps=200, now="x", allow_mismatch=True)
+    assert "compiled" in [r.quantity for r in rep.regressions if r.label.startswith("resnet50")]
+    (row,) = [k for k in rep.kernel_rows if k.side == "compiled" and k.label.startswith("resnet50")]
+    assert row.where == "host (beside the kernels)" and row.retuned.changed
+    assert kernels.retuned_carried(row.retuned, row.a, row.b) is False
+    assert not [c for c in rep.caveats if "autotuning" in c]
+
+
 def test_no_autotune_caveat_where_every_process_drew_its_own():
     """With COLD_REPLICATES=1 in both runs each process compiled cold, so the intervals already hold the
     autotuning draw: the caveat about a shared draw would be wrong there."""
@@ -230,6 +244,7 @@ def test_no_autotune_caveat_where_every_process_drew_its_own():
             self.env, self.run_id = {"torch_version": v}, v
     shared = changes._retuned_caveat(R("2.11"), R("2.11"), [pair], called)
     assert len(shared) == 1 and "A XBLOCK=1024 num_warps=4, B XBLOCK=512 num_warps=8" in shared[0]
+    assert "not profiled in both runs, so whether they carried the change is not known" in shared[0]
     cold = {**pair, "rep_cache_a": "cold", "rep_cache_b": "cold"}
     assert changes._retuned_caveat(R("2.11"), R("2.11"), [cold], called) == []
     assert "a hint, not a finding" in changes._retuned_caveat(R("2.11"), R("2.14.1"), [pair], called)[0]
