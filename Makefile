@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
 # typo that would otherwise be ignored silently
 KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS WARMUP \
-  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN BASELINE \
+  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN PLANT_COMPILE BASELINE \
   CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
   SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH
@@ -47,7 +47,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
   $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--warmup-steps,$(WARMUP)) $(call opt,--timeout,$(TIMEOUT)) \
   $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--kernel-profile,$(PROFILE)) $(call opt,--cold-replicates,$(COLD_REPLICATES)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
-  $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) \
+  $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) $(call opt,--plant-compile,$(PLANT_COMPILE)) \
   $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
   $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
   $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) \
@@ -71,6 +71,7 @@ help: ## list the targets
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= WARMUP= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="
 	@echo "                   PROCESSES=<n> (fresh processes timing each cell, default 3)"
 	@echo "                   PLANT_SLOWDOWN=<pct> (test option: slow each compiled step by pct%)"
+	@echo "                   PLANT_COMPILE=<ms> (test option: add ms to every compiled first call)"
 	@echo "                   PYTHONS=\"python3 [label=]/path/to/python ...\" (several torch versions, interleaved"
 	@echo "                     cell by cell on this machine; runs <RUN>-<label>) PLANT_ON=<label> (plant in one only)"
 	@echo "                   GPUS=all|0,1 (cells concurrently, one per GPU; default one at a time)"

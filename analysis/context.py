@@ -346,7 +346,8 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     tf32 = run.manifest.get("protocol", {}).get("tf32")
     notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
     proto = run.manifest.get("protocol", {})
-    protocol_rows = [(k, str(v)) for k, v in sorted(proto.items())]
+    # the compile-time plant (a test option added in schema 10) is shown where it was used only
+    protocol_rows = [(k, str(v)) for k, v in sorted(proto.items()) if v or k != "plant_compile_ms"]
     device_line = (f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}")
     description = run.manifest.get("description", "")
     gpus = sorted({r.get("gpu_index") for r in all_rows if r.get("gpu_index") is not None})

@@ -154,6 +154,10 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
     planted = [r for r in speed if not stats.missing(r.get("planted_slowdown_pct")) and r.get("planted_slowdown_pct")]
     if planted:
         out.append(f"TEST RUN: {len(planted)} cell(s) have a planted slowdown; not real figures.")
+    planted_compile = [r for r in speed if not stats.missing(r.get("planted_compile_ms")) and r.get("planted_compile_ms")]
+    if planted_compile:
+        out.append(f"TEST RUN: {len(planted_compile)} cell(s) have a planted compile time "
+                   f"(+{planted_compile[0]['planted_compile_ms']:g} ms a first call); not real figures.")
     if failures:
         by: dict[str, int] = {}
         for f in failures:

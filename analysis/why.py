@@ -99,6 +99,8 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
                      f"mostly the {side[0]} side ({side[1] * 100:.0f}%)")
     if not stats.missing(r.get("planted_slowdown_pct")) and r["planted_slowdown_pct"]:
         parts.append(f"TEST RUN: {r['planted_slowdown_pct']:g}% slowdown planted in the compiled step")
+    if not stats.missing(r.get("planted_compile_ms")) and r.get("planted_compile_ms"):
+        parts.append(f"TEST RUN: {r['planted_compile_ms']:g} ms planted in every compiled first call")
     return "; ".join(parts)
 
 

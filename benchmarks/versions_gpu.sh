@@ -15,6 +15,14 @@
 #   bash benchmarks/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
+#   bash benchmarks/versions_gpu.sh coldplant RUN SECONDS CELLS MS  the cold replicates' A/A and planted check: the
+#                                                        image's python3 three times with COLD_REPLICATES=1 (a, b, and p
+#                                                        with every compiled step slowed by 10% and MS ms planted in
+#                                                        every compiled first call), interleaved; PROCESSES= in the
+#                                                        environment (default 3)
+#   bash benchmarks/versions_gpu.sh guards RUN CELLS PY...   the cells once under every interpreter PY (interleaved,
+#                                                        one process, no warm compile) with TORCH_LOGS=guards: the
+#                                                        guards each compile installed, in the cell logs
 #   bash benchmarks/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 (PY= in the
 #                                                        environment for another interpreter) in N runs,
 #                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
@@ -53,6 +61,15 @@ case $stage in
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
       PYTHONS="a=python3 b=python3 p10=python3" PLANT_SLOWDOWN=10 PLANT_ON=p10 ;;
+  coldplant)
+    run=$1 secs=$2 cells=$3 ms=$4
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" COLD_REPLICATES=1 \
+      PROCESSES="${PROCESSES:-3}" PYTHONS="a=python3 b=python3 p=python3" PLANT_SLOWDOWN=10 PLANT_COMPILE="$ms" \
+      PLANT_ON=p ;;
+  guards)
+    run=$1 cells=$2; shift 2
+    TORCH_LOGS=guards make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" PYTHONS="$*" \
+      PROCESSES=1 WARM_COMPILE=0 ;;
   runs)
     prefix=$1 n=$2 secs=$3 cells=$4 end=$((SECONDS + $3))
     for i in $(seq 1 "$n"); do
@@ -60,5 +77,6 @@ case $stage in
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
   *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+       "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac

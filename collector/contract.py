@@ -91,7 +91,7 @@ NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on
 # protocol keys added after runs were first collected, with the value every run made before had:
 # the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
 # run and for the analysis reading one
-PROTOCOL_BEFORE = {"processes": 1, "plant_slowdown_pct": 0, "cold_replicates": False}
+PROTOCOL_BEFORE = {"processes": 1, "plant_slowdown_pct": 0, "cold_replicates": False, "plant_compile_ms": 0}
 
 
 def upgrade_manifest(manifest: dict) -> dict:

@@ -169,6 +169,14 @@ def dry_run(matrix: mx.Matrix, out: Path, run_id: str | None, retry_failed: bool
 
 
 
+PLANTS = ("plant_slowdown_pct", "plant_compile_ms")  # the protocol's test options that plant a change
+
+
+def without_plants(matrix: mx.Matrix) -> mx.Matrix:
+    """`matrix` with every planted change off: the runs PLANT_ON leaves out."""
+    return dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, **{k: 0 for k in PLANTS}))
+
+
 class LocalExecutor:
     """This machine: every interpreter probed, its run folder opened, cells interleaved."""
 
@@ -198,7 +206,7 @@ class LocalExecutor:
         for (_, path), e, label, run_id in zip(req.pythons, envs, labels, run_ids):
             m = matrix
             if req.plant_on and label not in req.plant_on:
-                m = dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, plant_slowdown_pct=0))
+                m = without_plants(matrix)
             launcher = (ForkLauncher(path, device=e["device"]) if req.launcher == "fork"
                         else SubprocessLauncher(path))
             targets.append(Target(m, e, run_id, launcher, label=label))

@@ -68,6 +68,10 @@ SETTINGS = (
     Setting("plant_slowdown_pct", int, 0, 0, 100, cli="--plant-slowdown", make="PLANT_SLOWDOWN",
             help="test option: add work worth PCT%% of the compiled step after each compiled step (a host busy "
                  "wait, plus the same GPU time on a GPU), to check that a comparison calls a change of known size"),
+    # test option: a host sleep of this many ms inside every timed compiled first call (0: none)
+    Setting("plant_compile_ms", int, 0, 0, 600000, cli="--plant-compile", make="PLANT_COMPILE",
+            help="test option: add MS ms (a host sleep) inside every timed first call of the compiled side (cold, "
+                 "warm, replicate), to check that a comparison calls a compile-time change of known size"),
     Setting("warm_compile", bool, True, must_match=False, cli="--warm-compile", make="WARM_COMPILE",
             help="also time compilation with a warm cache in a second process (default 1)"),
     Setting("portable_cache", bool, False, must_match=False, cli="--portable-cache", make="PORTABLE",

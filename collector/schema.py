@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -35,9 +35,11 @@ V7 = ("kernel_profile_json",)
 V8 = ("autotune_json",)
 # v9 each process's first compiled call and whether the replicates compiled cold (protocol cold_replicates)
 V9 = ("process_first_call_compiled_s", "replicate_cache")
+# v10 the planted compile-time test option (protocol plant_compile_ms)
+V10 = ("planted_compile_ms",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
-            **{c: 8 for c in V8}, **{c: 9 for c in V9}}
+            **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10}}
 STATUSES = ("ok", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -67,6 +69,8 @@ FIELDS = [
     # what was done to the host before timing (comma-separated), and the planted-slowdown test
     # option: extra work after each compiled step worth this % of its median (ms a step: delay)
     ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),
+    # (v10) the planted compile-time test option: ms of host sleep inside every compiled first call
+    ("planted_compile_ms", _f64),
     # raw samples (mean ms per step over steps_per_sample steps), in time order, process after
     # process; in each process block i is samples [i*spb, (i+1)*spb) (spb = steps_per_block), so
     # process p, block i starts at (p*blocks + i)*spb

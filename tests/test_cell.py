@@ -178,6 +178,21 @@ def test_dynamic_setting_reaches_torch_compile(monkeypatch):
         assert seen[-1] is expected
 
 
+def test_planted_compile_time_lengthens_every_compiled_first_call(monkeypatch):
+    """PLANT_COMPILE=ms: a host sleep inside the timed compiled first call (cold and warm alike),
+    recorded in the row; the eager first call and the steps are left alone."""
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None, dynamic=None, **kw: real(fn, backend="eager"))
+    plain = cell.run_cell(_spec(TINY["mlp"]))
+    planted = cell.run_cell(_spec(TINY["mlp"], plant_compile_ms=1000))
+    warm = cell.run_cell({**_spec(TINY["mlp"], plant_compile_ms=1000), "kind": "warm"})
+    assert plain["status"] == planted["status"] == warm["status"] == "ok"
+    assert "planted_compile_ms" not in plain and planted["planted_compile_ms"] == 1000.0
+    assert plain["first_call_compiled_s"] < 1.0 <= planted["first_call_compiled_s"]
+    assert warm["warm_first_call_compiled_s"] >= 1.0
+    assert planted["first_call_eager_s"] < 1.0
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize("dynamic, recompiles", [("false", 3), ("auto", 1), ("true", 0)])
 def test_recompile_sweep_counts_what_dynamic_shapes_cost(monkeypatch, dynamic, recompiles):

@@ -208,7 +208,8 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
 
     assert upgrade_manifest({"protocol": {"blocks": 8}})["protocol"] == {"blocks": 8, "processes": 1,
                                                                           "plant_slowdown_pct": 0,
-                                                                          "cold_replicates": False}
+                                                                          "cold_replicates": False,
+                                                                          "plant_compile_ms": 0}
     run = tmp_path / "r"
     run.mkdir()
     args = ["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
@@ -266,6 +267,12 @@ def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch)
     assert req.pythons == [(None, "python3"), ("new", "/opt/py/bin/python")] and req.plant_on == ["new"]
     assert (req.shard, req.stop_after_s, req.run_id) == ((1, 2), 60.0, "v")
     assert req.overrides["plant_slowdown_pct"] == 5 and req.matrix().cells  # the shard of the smoke matrix
+    # the runs PLANT_ON leaves out plant nothing, neither steps nor compile time
+    planted = mx.build_matrix("smoke", {"plant_slowdown_pct": 5, "plant_compile_ms": 800})
+    plain = executors.without_plants(planted)
+    assert (plain.protocol.plant_slowdown_pct, plain.protocol.plant_compile_ms) == (0, 0)
+    assert plain.cells == planted.cells and plain.protocol.processes == planted.protocol.processes
+    assert set(executors.PLANTS) == {s.name for s in mx.SETTINGS if s.name.startswith("plant_")}
 
 
 def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
@@ -281,3 +288,20 @@ def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
     regressed = [(c["cell_id"], c["quantity"]) for c in data["changes"] if c["call"] == est.REGRESSED]
     assert regressed == [("moe__infer__amp_bf16__bs8__reduce-overhead__model", "compiled")]
     assert all(c["lo"] <= c["ratio"] <= c["hi"] for c in data["changes"] if c["ratio"] is not None)
+
+
+def test_the_guard_counts_of_the_committed_guard_logs():
+    """benchmarks/guard_counts.py on the sixth lease's TORCH_LOGS=guards logs (ResNet-50 bs1
+    reduce-overhead): 2.14.1's guard tree is 2.11's plus one kind, docs/findings-versions.md quotes it."""
+    logs = [next((ROOT / "data" / "examples" / f"gd-torch{v}-cu130" / "logs").glob("*.log.gz")) for v in ("2.11.0", "2.14.1")]
+    out = subprocess.run([sys.executable, "benchmarks/guard_counts.py", *map(str, logs)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    rows = {line.split()[0]: [int(x) for x in line.split()[-2:]] for line in out.splitlines()[1:]
+            if line.split()[-1].isdigit() and not line.startswith(("all", "frames"))}
+    moved = {k: v for k, v in rows.items() if v[0] != v[1]}
+    assert rows["TENSOR_MATCH"][0] == rows["TENSOR_MATCH"][1] > 100
+    assert moved["DIMENSION_DYNAMIC_MARKING_GUARD"][0] == 0 < moved["DIMENSION_DYNAMIC_MARKING_GUARD"][1]
+    assert max(abs(b - a) for k, (a, b) in moved.items() if k != "DIMENSION_DYNAMIC_MARKING_GUARD") < 10
+    bad = subprocess.run([sys.executable, "benchmarks/guard_counts.py", "no/such.log"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "no such log: no/such.log" in bad.stderr

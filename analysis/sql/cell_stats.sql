@@ -22,7 +22,7 @@ SELECT
     CASE WHEN dynamic = 'auto' THEN mode ELSE mode || ' dynamic=' || dynamic END AS mode,
     mode AS base_mode, dynamic, compile_scope, tf32, device,
     device_name, torch_version, hostname, status, error, timing_method, blocks, steps_per_block,
-    steps_per_sample, processes, process_wall_s, process_errors, hygiene, planted_slowdown_pct,
+    steps_per_sample, processes, process_wall_s, process_errors, hygiene, planted_slowdown_pct, planted_compile_ms,
     eager_process_ms, compiled_process_ms,
     -- per-process speedups and how far the processes spread: max / min - 1
     list_transform(range(1, len(compiled_process_ms) + 1),
