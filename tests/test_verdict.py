@@ -43,6 +43,12 @@ def test_caveats_name_failures_test_runs_one_process_and_disagreeing_cells():
     text = "\n".join(v.caveats)
     assert "TEST RUN" in v.caveats[0] and "1 cell(s) failed (1 crashed)" in text
     assert "1 of 2 cells were timed in one process" in text and "1 of 2 cells have processes that disagree" in text
+    # the compile-time plant is a test run too, named with its size
+    planted = [_cell(0, 2.0, planted_compile_ms=5000.0), _cell(1, 1.5)]
+    caveats = verdict.build(planted, _reps(planted), {}, [], 0.10, 0.02).caveats
+    assert caveats[0] == "TEST RUN: 1 cell(s) have a planted compile time (+5000 ms a first call); not real figures."
+    clean = [_cell(0, 2.0), _cell(1, 1.5)]
+    assert not any("TEST RUN" in c for c in verdict.build(clean, _reps(clean), {}, [], 0.10, 0.02).caveats)
 
 
 def test_every_failed_mode_is_named_and_slower_cells_beyond_eight_are_counted_not_dropped():
