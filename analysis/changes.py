@@ -206,8 +206,9 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     return [f"In {len(hit)} cell(s) with a called compiled change Inductor's autotuning chose other launch "
             f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
             f"kernels; {which}). Every process of a run shares its cold compile's "
-            "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs "
-            "(docs/measurement.md, 'The autotune record')."]
+            "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs, "
+            "or collect both with COLD_REPLICATES=1, whose intervals hold the draw (docs/measurement.md, "
+            "'The autotune record')."]
 
 
 def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],
