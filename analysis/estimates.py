@@ -27,7 +27,7 @@ Where the intervals come from, per quantity (docs/comparison.md, "Every quantity
   - a step time whose side is launch-bound in either run (the host paces it) is shown, not called:
     it moves with the host's state between processes and runs (the speedup, paired inside each
     process, is the callable quantity of such a cell);
-  - peak memory: the allocator's peak is deterministic for a given build (0 of 47 A/A cell pairs on the
+  - peak memory: the allocator's peak is deterministic for a given build (0 of 50 A/A cell pairs on the
     H200 differed by a byte), so the interval is the point and the minimum effect alone decides.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ QUANTITIES = {"compiled": ("compiled step time", False), "eager": ("eager step t
               "speedup": ("speedup", True), "cold": ("cold compile (first call)", False),
               "warm": ("warm-cache compile (first call)", False), "memory": ("compiled peak memory", False)}
 # just above the largest |ln(B/A)| of one cell over the committed A/A pairs (benchmarks/first_call_noise.py,
-# 63 cell pairs of 8 A/A run pairs, H200 and CPU; their 95% quantile is 0.37 and 0.33): a single
+# 70 and 63 cell pairs of 11 A/A run pairs, H200 and CPU; their 95% quantile is 0.37 and 0.33): a single
 # run's first call moved this much when nothing changed, so a per-cell change of a first-call time
 # must exceed it to be called (the 95% quantile would call ~5% of A/A cells by construction)
 FIRST_CALL_NOISE = {"cold": 0.42, "warm": 0.59}  # rounded up
