@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from analysis.stats import MIN_EFFECT
+from analysis.stats import DISAGREE, MIN_EFFECT
 from collector.contract import autotune_differences, autotune_record, is_annotation
 
 SIDES = ("eager", "compiled")
@@ -187,6 +187,39 @@ def retuned(raw_a: str | None, raw_b: str | None) -> Retuned | None:
     if ra is None or rb is None:
         return None
     return Retuned(len(set(ra["kernels"]) & set(rb["kernels"])), tuple(autotune_differences(ra, rb)))
+
+
+def process_draws(row: dict) -> list[dict] | None:
+    """Each process's autotuned launch configurations, in process order, where every process compiled
+    cold in its own cache (COLD_REPLICATES=1): the cold process's record, then each replicate's (the
+    cold process's with the replicate's recorded differences). None otherwise, or where the record
+    does not cover every timed process (a replicate that failed)."""
+    rec = autotune_record(row.get("autotune_json"))
+    if row.get("replicate_cache") != "cold" or rec is None or not rec.get("count"):
+        return None
+    base = dict(rec.get("kernels") or {})
+    draws = [base] + [{**base, **((x or {}).get("kernels") or {})} for x in rec.get("replicates") or []]
+    ms = row.get("compiled_process_ms")
+    return draws if ms is not None and len(draws) == len(list(ms)) else None
+
+
+def draw_spread(row: dict) -> str | None:
+    """Where every process compiled cold and the compiled step's processes disagree (beyond
+    stats.DISAGREE): whether the slowest and the fastest process drew other launch configurations, in
+    words, or None. The same configurations rule the draw out; differing ones make it a candidate (each
+    process's own draw, which the interval holds), not a finding: a launch-bound side spreads anyway."""
+    draws = process_draws(row)
+    if draws is None:
+        return None
+    ms = [float(x) for x in row["compiled_process_ms"]]
+    slow, fast = ms.index(max(ms)), ms.index(min(ms))
+    if ms[fast] <= 0 or ms[slow] / ms[fast] - 1 <= DISAGREE:
+        return None
+    n = len(autotune_differences({"kernels": draws[slow]}, {"kernels": draws[fast]}))
+    head = f"compiled p{slow + 1} {_ms(ms[slow])} ms vs p{fast + 1} {_ms(ms[fast])} ms"
+    if not n:
+        return f"{head}: the same autotuned launch configurations (not the autotuning draw)"
+    return f"{head}: {n} of {len(draws[slow])} autotuned launch configurations differ (each compiled its own)"
 
 
 def config_change(ca: str, cb: str) -> str:

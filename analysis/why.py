@@ -10,7 +10,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from analysis import stats
+from analysis import kernels, stats
 from collector.contract import CUDAGRAPH_MODES
 
 SPLIT_STAGES = (("dynamo", "Dynamo (all)"), ("aot_autograd", "AOTAutograd"), ("inductor", "Inductor"),
@@ -97,6 +97,9 @@ def why_text(r: dict, peaks: dict, noise: float) -> str:
         rng = f" ({min(speeds):.2f}x-{max(speeds):.2f}x)" if speeds else ""
         parts.append(f"PROCESSES DISAGREE: speedups span {spread * 100:.0f}%{rng} over {len(speeds)} processes, "
                      f"mostly the {side[0]} side ({side[1] * 100:.0f}%)")
+    draw = kernels.draw_spread(r)
+    if draw:
+        parts.append(draw)
     if not stats.missing(r.get("planted_slowdown_pct")) and r["planted_slowdown_pct"]:
         parts.append(f"TEST RUN: {r['planted_slowdown_pct']:g}% slowdown planted in the compiled step")
     if not stats.missing(r.get("planted_compile_ms")) and r.get("planted_compile_ms"):

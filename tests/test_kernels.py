@@ -248,3 +248,32 @@ def test_no_autotune_caveat_where_every_process_drew_its_own():
     cold = {**pair, "rep_cache_a": "cold", "rep_cache_b": "cold"}
     assert changes._retuned_caveat(R("2.11"), R("2.11"), [cold], called) == []
     assert "a hint, not a finding" in changes._retuned_caveat(R("2.11"), R("2.14.1"), [pair], called)[0]
+
+
+def test_processes_that_compiled_cold_are_told_apart_by_their_draws():
+    """COLD_REPLICATES=1: each process's launch configurations are the cold record with its replicate's
+    differences; where the compiled processes disagree, the why line says whether the slowest and the
+    fastest drew differently (a candidate cause) or alike (the draw ruled out)."""
+    rec = {"count": 3, "kernels": {"k1": "XBLOCK=1024 num_warps=4", "k2": "XBLOCK=64 num_warps=2", "k3": "XBLOCK=8"},
+           "replicates": [{"differ": 1, "kernels": {"k1": "XBLOCK=512 num_warps=8"}}, {"differ": 0, "kernels": {}}]}
+    row = {"replicate_cache": "cold", "autotune_json": json.dumps(rec), "compiled_process_ms": [0.92, 0.97, 0.921]}
+    draws = kernels.process_draws(row)
+    assert [d["k1"] for d in draws] == ["XBLOCK=1024 num_warps=4", "XBLOCK=512 num_warps=8", "XBLOCK=1024 num_warps=4"]
+    assert kernels.draw_spread(row) == ("compiled p2 0.970 ms vs p1 0.920 ms: 1 of 3 autotuned launch "
+                                        "configurations differ (each compiled its own)")
+    alike = {**row, "compiled_process_ms": [0.92, 0.921, 0.97]}  # the slow one drew what the fast one drew
+    assert kernels.draw_spread(alike).endswith("the same autotuned launch configurations (not the autotuning draw)")
+    assert kernels.draw_spread({**row, "compiled_process_ms": [0.92, 0.93, 0.921]}) is None  # within 5%
+    assert kernels.draw_spread({**row, "replicate_cache": "warm"}) is None  # one draw shared: nothing to tell apart
+    assert kernels.draw_spread({**row, "compiled_process_ms": [0.92, 0.97]}) is None  # a replicate without record
+
+
+def test_the_h200_moe_process_that_drew_the_slow_configuration_is_named_in_its_run_report(tmp_path):
+    """crv-torch2.14.1-cu130's MoE: process 2 drew the slow launch configuration (0.970 ms against 0.921)."""
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path),
+                          "--run", "crv-torch2.14.1-cu130"]) == 0
+    html = (tmp_path / "crv-torch2.14.1-cu130" / "report.html").read_text()
+    assert "compiled p2 0.970 ms vs p1 0.921 ms: 6 of 11 autotuned launch configurations differ" in html
