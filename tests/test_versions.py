@@ -311,7 +311,7 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     """benchmarks/autotune_draws.py over the committed MoE compiles of both versions: every compile
     that chose XBLOCK=512/8 warps for the cast or the GELU kernel is slower than every compile that did
     not, in each version (docs/findings-versions.md, "A sixth lease")."""
-    runs = [str(p) for pat in ("at-h200-*", "t6-*", "t6r-*", "at14-*", "crv-*", "cp-a", "cp-b")
+    runs = [str(p) for pat in ("at-h200-*", "t6-*", "t6r-*", "at14-*", "crv-*", "cp-a", "cp-b", "cr-h200", "cr-h200-2")
             for p in sorted((ROOT / "data" / "examples").glob(pat))]
     out = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "moe__infer__amp_bf16__bs8__reduce-overhead__model",
                           "--kernel", "triton_poi_fused__to_copy_[89]$", "--kernel", "triton_poi_fused_gelu_[0-9]+$",
@@ -326,7 +326,7 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     for v in ("2.11.0+cu130", "2.14.1+cu130"):
         assert groups[(v, False)][2] < groups[(v, True)][1]  # no overlap
         assert groups[(v, True)][0] >= 3 and groups[(v, False)][0] >= 5
-    assert sum(n for n, _, _ in groups.values()) == 26
+    assert sum(n for n, _, _ in groups.values()) == 34
     none = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "no__such__cell", *runs[:2]], cwd=ROOT,
                           capture_output=True, text=True)
     assert none.returncode == 2 and "has no__such__cell with an autotune record" in none.stderr
