@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import stats
-from analysis.stats import welch  # noqa: F401 (the benchmarks and tests import it from here)
+from analysis.stats import welch
 from analysis.compare import run_intervals
 
 

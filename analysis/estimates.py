@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.stats import welch
+
 LEVEL = 0.95
 # quantities, in the order a release note quotes them; True where a larger ratio is better
 QUANTITIES = {"compiled": ("compiled step time", False), "eager": ("eager step time", False),
@@ -146,8 +148,6 @@ def first_call_processes(quantity: str, a: list, b: list, min_effect: float) -> 
     compiling alone (data/examples/cr-cpu-a, -b, -p10) Welch alone called +23.7% (+12.7 to +35.8%) and
     +17.9%, every process of one run beyond every process of the other; widened, nothing is called.
     Needs two processes a run; the caller falls back to `first_call` otherwise."""
-    from analysis.stats import welch
-
     la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
     lo, hi = welch(la, lb)
     shift = FIRST_CALL_RUN_NOISE[quantity]

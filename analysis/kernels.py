@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from analysis.stats import DISAGREE, MIN_EFFECT
-from collector.contract import autotune_differences, autotune_record, is_annotation
+from collector.contract import autotune_differences, autotune_processes, autotune_record, is_annotation
 
 SIDES = ("eager", "compiled")
 SHARE = 0.5  # a part "carries" a step change when it moved the same way by at least this share of it
@@ -197,10 +197,10 @@ def process_draws(row: dict) -> list[dict] | None:
     rec = autotune_record(row.get("autotune_json"))
     if row.get("replicate_cache") != "cold" or rec is None or not rec.get("count"):
         return None
-    base = dict(rec.get("kernels") or {})
-    draws = [base] + [{**base, **((x or {}).get("kernels") or {})} for x in rec.get("replicates") or []]
+    draws = autotune_processes(rec)
     ms = row.get("compiled_process_ms")
-    return draws if ms is not None and len(draws) == len(list(ms)) else None
+    ok = draws is not None and all(d is not None for d in draws) and ms is not None and len(draws) == len(list(ms))
+    return draws if ok else None
 
 
 def draw_spread(row: dict) -> str | None:

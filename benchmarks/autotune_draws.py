@@ -12,18 +12,22 @@ Prints each compile's torch, compiled step (median of each process's samples, ms
 configuration chosen for each kernel matching a --kernel pattern (kernel names carry Inductor's
 per-compile index, which differs between versions: hence patterns). With --slow, groups the
 compiles by whether any matched kernel chose that configuration and prints each group's step-time
-range and count per torch: docs/findings-versions.md, "A sixth lease", quotes its output.
+range and count per torch (with two torches, a Fisher exact test of the counts): docs/findings-versions.md, "A sixth lease", quotes its output.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
+from math import comb
 import statistics
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from collector.contract import autotune_processes, autotune_record, process_medians  # noqa: E402
 
 
 def compiles(run: Path, cell_id: str) -> list[dict]:
@@ -32,23 +36,28 @@ def compiles(run: Path, cell_id: str) -> list[dict]:
     if not path.is_file():
         return []
     row = pq.read_table(path).to_pylist()[0]
-    raw = row.get("autotune_json")
-    if not raw or row.get("status") != "ok":
+    rec = autotune_record(row.get("autotune_json"))
+    if rec is None or row.get("status") != "ok":
         return []
-    rec = json.loads(raw)
-    samples, n = row["compiled_step_ms"], max(1, row.get("processes") or 1)
-    per = len(samples) // n
-    medians = [statistics.median(samples[i * per:(i + 1) * per]) for i in range(n)]
-    base = dict(rec.get("kernels") or {})
+    medians = process_medians(row["compiled_step_ms"], row.get("processes"))
     torch = row.get("torch_version") or "?"
-    if row.get("replicate_cache") != "cold":
-        return [{"run": run.name, "torch": torch, "label": run.name, "ms": medians, "kernels": base}]
-    out = [{"run": run.name, "torch": torch, "label": f"{run.name} p1", "ms": medians[:1], "kernels": base}]
-    for i, rep in enumerate(rec.get("replicates") or [], start=2):
-        if i - 1 < len(medians):
-            out.append({"run": run.name, "torch": torch, "label": f"{run.name} p{i}", "ms": [medians[i - 1]],
-                        "kernels": {**base, **(rep.get("kernels") or {})}})
-    return out
+    per = autotune_processes(rec) if row.get("replicate_cache") == "cold" else None
+    if per is None:  # one compile: every process reused the cold process's choices
+        return [{"run": run.name, "torch": torch, "label": run.name, "ms": medians, "kernels": rec["kernels"]}]
+    return [{"run": run.name, "torch": torch, "label": f"{run.name} p{i + 1}", "ms": [m], "kernels": k}
+            for i, (k, m) in enumerate(zip(per, medians)) if k is not None]
+
+
+def fisher_exact(a: int, b: int, c: int, d: int) -> float:
+    """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: the probability, with the
+    margins fixed, of a table no likelier than this one."""
+    n, r1, c1 = a + b + c + d, a + b, a + c
+
+    def p(x: int) -> float:
+        return comb(r1, x) * comb(n - r1, c1 - x) / comb(n, c1)
+
+    p0 = p(a)
+    return sum(p(x) for x in range(max(0, c1 - (n - r1)), min(r1, c1) + 1) if p(x) <= p0 * (1 + 1e-9))
 
 
 def _short(config: str) -> str:
@@ -80,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         for (torch, slow), ms in sorted(groups.items()):
             print(f"  {torch:14} {'chose it' if slow else 'did not':9} {len(ms):3} compiles, "
                   f"compiled step {min(ms):.3f}-{max(ms):.3f} ms")
+        versions = sorted({t for t, _ in groups})
+        if len(versions) == 2:  # does one torch choose it more often than the other
+            (x, y), n = versions, lambda t, slow: len(groups.get((t, slow), []))
+            print(f"  two-sided Fisher exact test, {x} against {y}: "
+                  f"p = {fisher_exact(n(x, True), n(x, False), n(y, True), n(y, False)):.2f}")
     return 0
 
 

@@ -30,7 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis import stats  # noqa: E402
-from analysis.calibration import real, welch  # noqa: E402
+from analysis.calibration import real  # noqa: E402
+from analysis.stats import welch  # noqa: E402
 
 TRUE = 1.5
 BLOCKS, SPB = 8, 10

@@ -95,6 +95,6 @@ def with_replicates(cold: str | None, draws: list[dict | None]) -> dict | None:
     base = base or {"kernels": {}, "count": 0, "unnamed": 0}
     reps = []
     for d in draws:
-        changed = {k: c for k, _, c in autotune_differences(base, d)}
-        reps.append({"differ": len(changed), "kernels": changed} if d is not None else None)
+        changed = {k: c for k, _, c in autotune_differences(base, d)} if d is not None else None
+        reps.append({"differ": len(changed), "kernels": changed} if changed is not None else None)
     return {**base, "replicates": reps}

@@ -87,6 +87,19 @@ def autotune_differences(a: dict | None, b: dict | None) -> list[tuple[str, str,
     return [(k, ka[k], kb[k]) for k in sorted(set(ka) & set(kb)) if ka[k] != kb[k]]
 
 
+def autotune_processes(rec: dict | None) -> list[dict | None] | None:
+    """Each process's autotuned launch configurations from a record with cold replicates
+    (collector/autotune.py with_replicates): the cold process's, then each replicate's (the cold
+    process's with the replicate's recorded differences; None for a replicate without a record).
+    None for a record without replicates. The inverse of with_replicates, for the analysis and the
+    benchmarks."""
+    if rec is None or not rec.get("replicates"):
+        return None
+    base = dict(rec.get("kernels") or {})
+    return [base] + [{**base, **(x.get("kernels") or {})} if isinstance(x, dict) else None
+                     for x in rec["replicates"]]
+
+
 NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)
 # protocol keys added after runs were first collected, with the value every run made before had:
 # the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a

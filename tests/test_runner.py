@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from collector import contract
 from collector.launch import LauncherBase
 from collector import matrix as mx
 from collector.launch import SubprocessLauncher
@@ -662,7 +663,11 @@ def test_cold_replicates_compile_in_their_own_empty_caches(tmp_path, cold):
         assert tuned["replicates"] == [
             {"differ": 1, "kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=4 num_stages=1"}},
             {"differ": 0, "kernels": {}}]
+        # read back per process (collector.contract.autotune_processes, the record's inverse)
+        per = contract.autotune_processes(tuned)
+        assert [k["triton_poi_fused__to_copy_8"].split()[0] for k in per] == ["XBLOCK=1024", "XBLOCK=512", "XBLOCK=1024"]
     else:
+        assert contract.autotune_processes(tuned) is None
         assert len(set(caches)) == 1 and warm_at_start == [False, True, True]
         assert row["replicate_cache"] == "warm" and row["warm_first_call_compiled_s"] == pytest.approx(0.65)
         assert "replicates" not in tuned

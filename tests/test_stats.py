@@ -177,7 +177,7 @@ def test_t_at_non_integer_degrees_of_freedom_as_welch_needs():
         assert abs(q - t_quantile(0.975, df)) < 2e-3 * q, df
     with pytest.raises(ValueError):
         stats.t_cdf(1.0, -0.5)
-    from analysis.calibration import welch
+    from analysis.stats import welch
 
     a, b = np.array([0.0, 0.1, -0.1]), np.array([1.0, 1.3, 0.7, 1.0])
     lo, hi = welch(a, b)

@@ -320,13 +320,34 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     groups = {}
     for line in out.split("chose 'XBLOCK=512 num_warps=8':")[1].split("\n")[1:]:
         parts = line.split()  # torch, "chose it" | "did not", n, "compiles,", "compiled", "step", lo-hi, "ms"
-        if parts:
+        if "compiles," in parts:
             lo, hi = (float(x) for x in parts[7].split("-"))
             groups[(parts[0], parts[1] == "chose")] = (int(parts[3]), lo, hi)
     for v in ("2.11.0+cu130", "2.14.1+cu130"):
         assert groups[(v, False)][2] < groups[(v, True)][1]  # no overlap
         assert groups[(v, True)][0] >= 3 and groups[(v, False)][0] >= 5
     assert sum(n for n, _, _ in groups.values()) == 34
+    fisher = float(out.split("two-sided Fisher exact test")[1].split("p = ")[1].split()[0])
+    assert 0.05 < fisher <= 1.0  # the two versions draw the slow configuration alike
     none = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "no__such__cell", *runs[:2]], cwd=ROOT,
                           capture_output=True, text=True)
     assert none.returncode == 2 and "has no__such__cell with an autotune record" in none.stderr
+
+
+def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the_big_plants():
+    """benchmarks/cold_compile_power.py on the committed COLD_REPLICATES pairs: the comparison's interval
+    (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b, CPU cr-cpu-*
+    and cp-cpu-a/b), and calls the planted +5 s (GPU) and +4 s (CPU) in 2 of 6 and 3 of 4 cells
+    (docs/measurement.md, "Twelfth H200 session"); the pooled alternative keeps the A/A clean too."""
+    aa = ["cp-a:cp-b", "cr-cpu-a:cr-cpu-b", "cr-cpu-a:cr-cpu-p10", "cr-cpu-b:cr-cpu-p10", "cp-cpu-a:cp-cpu-b"]
+    planted = ["cp-a:cp-p", "cp-b:cp-p", "cp-cpu-a:cp-cpu-p", "cp-cpu-b:cp-cpu-p"]
+    out = subprocess.run([sys.executable, "benchmarks/cold_compile_power.py", *aa, *planted], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+
+    def calls(pairs, which):
+        rows = [x for x in out if x.split()[0] in {q.replace(":", "/") for q in pairs}]
+        return sum(x.split(which + " [")[1].split("]")[1].startswith("*") for x in rows), len(rows)
+
+    assert calls(aa, "comparison") == (0, 11) and calls(aa, "pooled") == (0, 11)
+    assert calls(planted[:2], "comparison") == (2, 6) and calls(planted[2:], "comparison") == (3, 4)
+    assert calls(planted[:2], "pooled")[0] >= 2
