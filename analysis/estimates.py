@@ -45,12 +45,12 @@ QUANTITIES = {"compiled": ("compiled step time", False), "eager": ("eager step t
               "speedup": ("speedup", True), "cold": ("cold compile (first call)", False),
               "warm": ("warm-cache compile (first call)", False), "memory": ("compiled peak memory", False)}
 # just above the largest |ln(B/A)| of one cell over the committed A/A pairs (benchmarks/first_call_noise.py,
-# 70 and 63 cell pairs of 11 A/A run pairs, H200 and CPU; their 95% quantile is 0.37 and 0.33): a single
+# 72 and 63 cell pairs of 12 A/A run pairs, H200 and CPU; their 95% quantile is 0.37 and 0.33): a single
 # run's first call moved this much when nothing changed, so a per-cell change of a first-call time
 # must exceed it to be called (the 95% quantile would call ~5% of A/A cells by construction)
 FIRST_CALL_NOISE = {"cold": 0.42, "warm": 0.59}  # rounded up
 # the same for the geometric mean over a run's cells (the shift every cell of one run shares:
-# compile workers, disk cache, host load): the largest |mean ln(B/A)| of the 8 A/A run pairs
+# compile workers, disk cache, host load): the largest |mean ln(B/A)| of the 12 A/A run pairs
 FIRST_CALL_RUN_NOISE = {"cold": 0.18, "warm": 0.14}
 
 IMPROVED, REGRESSED = "improved", "regressed"

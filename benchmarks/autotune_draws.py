@@ -13,10 +13,16 @@ configuration chosen for each kernel matching a --kernel pattern (kernel names c
 per-compile index, which differs between versions: hence patterns). With --slow, groups the
 compiles by whether any matched kernel chose that configuration and prints each group's step-time
 range and count per torch (with two torches, a Fisher exact test of the counts): docs/findings-versions.md, "A sixth lease", quotes its output.
+With --timings, also the autotuner's own timing of every candidate of each matched kernel, read from
+the cell log of a run collected with TORCH_LOGS=+torch._inductor.runtime.triton_heuristics (Inductor's
+"Benchmark all input configs" lines, one log section a process), and a summary per kernel: how far
+apart the candidates timed and how much the same candidate's timing moved between compiles
+(docs/findings-versions.md, "A seventh lease").
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 from math import comb
 import statistics
@@ -39,13 +45,46 @@ def compiles(run: Path, cell_id: str) -> list[dict]:
     rec = autotune_record(row.get("autotune_json"))
     if rec is None or row.get("status") != "ok":
         return []
+    timed = log_timings(run, cell_id)
     medians = process_medians(row["compiled_step_ms"], row.get("processes"))
     torch = row.get("torch_version") or "?"
     per = autotune_processes(rec) if row.get("replicate_cache") == "cold" else None
     if per is None:  # one compile: every process reused the cold process's choices
-        return [{"run": run.name, "torch": torch, "label": run.name, "ms": medians, "kernels": rec["kernels"]}]
-    return [{"run": run.name, "torch": torch, "label": f"{run.name} p{i + 1}", "ms": [m], "kernels": k}
-            for i, (k, m) in enumerate(zip(per, medians)) if k is not None]
+        return [{"run": run.name, "torch": torch, "label": run.name, "ms": medians, "kernels": rec["kernels"],
+                 "timings": timed.get(0, {})}]
+    return [{"run": run.name, "torch": torch, "label": f"{run.name} p{i + 1}", "ms": [m], "kernels": k,
+             "timings": timed.get(i, {})} for i, (k, m) in enumerate(zip(per, medians)) if k is not None]
+
+
+SECTION = re.compile(r"^=== \S+ (cold|replicate (\d+)) ")
+BENCH = re.compile(r"Benchmark all input configs for (\S+), get:")
+CANDIDATE = re.compile(r"\] (XBLOCK: .*?): ([0-9.]+), nreg")
+
+
+def log_timings(run: Path, cell_id: str) -> dict[int, dict[str, dict[str, float]]]:
+    """{process index (0 the cold one): {kernel: {short config: ms}}} from a run's cell log (plain
+    or .gz); empty where the log has no autotuner timings. A process logged twice (a retry) keeps
+    its last section, the one the row holds."""
+    path = next((q for q in (run / "logs" / f"{cell_id}.log", run / "logs" / f"{cell_id}.log.gz") if q.is_file()), None)
+    if path is None:
+        return {}
+    text = gzip.open(path, "rt", errors="replace").read() if path.suffix == ".gz" else path.read_text(errors="replace")
+    out: dict[int, dict[str, dict[str, float]]] = {}
+    proc, kernel = None, None
+    for line in text.splitlines():
+        if m := SECTION.match(line):
+            proc, kernel = int(m.group(2) or 0), None
+            out[proc] = {}
+        elif proc is not None and (m := BENCH.search(line)):
+            kernel = m.group(1)
+            out[proc][kernel] = {}
+        elif proc is not None and kernel and (m := CANDIDATE.search(line)):
+            fields = dict(kv.split(": ", 1) for kv in m.group(1).split(", "))
+            block = "x".join(fields[k] for k in ("XBLOCK", "YBLOCK", "R0_BLOCK") if k in fields)
+            out[proc][kernel][f"{block}/{fields.get('num_warps', '?')}"] = float(m.group(2))
+        elif kernel and "triton_heuristics" not in line:
+            kernel = None
+    return {k: v for k, v in out.items() if v}
 
 
 def fisher_exact(a: int, b: int, c: int, d: int) -> float:
@@ -70,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--kernel", action="append", default=[], help="regular expression on kernel names (repeatable)")
     p.add_argument("--slow", help="a launch configuration, e.g. 'XBLOCK=512 num_warps=8': group by it")
+    p.add_argument("--timings", action="store_true",
+                   help="also the autotuner's timing of each candidate (cell logs with Inductor's autotuning log)")
     args = p.parse_args(argv)
     pats = [re.compile(k) for k in args.kernel]
     found = [c for run in args.runs if run.is_dir() for c in compiles(run, args.cell_id)]
@@ -77,13 +118,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no run among the {len(args.runs)} given has {args.cell_id} with an autotune record", file=sys.stderr)
         return 2
     groups: dict[tuple[str, bool], list[float]] = {}
+    timings: dict[tuple[str, str], list[float]] = {}
+    gaps: dict[str, list[float]] = {}
     for c in found:
         chosen = {k: v for k, v in c["kernels"].items() if any(pt.search(k) for pt in pats)}
         shown = ", ".join(f"{k} {_short(v)}" for k, v in sorted(chosen.items())) or "-"
         print(f"{c['label']:34} {c['torch']:14} {' '.join(f'{m:.3f}' for m in c['ms']):26} {shown}")
+        if args.timings:
+            for kernel in sorted(chosen):
+                cands = c["timings"].get(kernel)
+                if cands:
+                    print(f"{'':36}autotuner timed {kernel}: "
+                          + ", ".join(f"{cfg} {ms * 1000:.1f} us" for cfg, ms in cands.items()))
+                    for cfg, ms in cands.items():
+                        timings.setdefault((re.sub(r"_\d+$", "_N", kernel), cfg), []).append(ms)
+                    if len(cands) == 2:
+                        (fa, a), (fb, b) = sorted(cands.items())
+                        gaps.setdefault(re.sub(r"_\d+$", "_N", kernel), []).append((b - a) / a * 100)
         if args.slow:
             slow = any(v.startswith(args.slow) for v in chosen.values())
             groups.setdefault((c["torch"], slow), []).extend([statistics.median(c["ms"])])
+    if args.timings:
+        if not timings:
+            print("\nno autotuner timings in the cell logs (collect with "
+                  "TORCH_LOGS=+torch._inductor.runtime.triton_heuristics)")
+        else:
+            print("\nthe autotuner's timings over the compiles that logged them (kernel index as N):")
+            for (kernel, cfg), ms in sorted(timings.items()):
+                print(f"  {kernel:34} {cfg:8} {len(ms):3} timings, {min(ms) * 1000:.1f}-{max(ms) * 1000:.1f} us "
+                      f"(median {statistics.median(ms) * 1000:.1f})")
+            for kernel, g in sorted(gaps.items()):
+                a, b = sorted({cfg for k, cfg in timings if k == kernel})
+                print(f"  {kernel:34} {b} against {a} in the same compile: {min(g):+.1f} to {max(g):+.1f}% "
+                      f"(median {statistics.median(g):+.1f}%), {sum(x < 0 for x in g)} of {len(g)} timed it faster")
     if args.slow:
         print(f"\ncompiles by whether a matched kernel chose '{args.slow}':")
         for (torch, slow), ms in sorted(groups.items()):

@@ -26,7 +26,7 @@ from analysis.load import discover_runs, load, sql  # noqa: E402
 AA_PAIRS = [("aa-x2-y", "aa-x2-w"), ("aa-x2-y", "aa-x2-z"), ("aa-x2-x", "aa-x2-y"), ("aa-h200-a", "aa-h200-c"),
             ("aa-venv-direct", "aa-venv-venv"), ("repeat-h200-a", "repeat-h200-b"),
             ("launch-cpu-exec", "launch-cpu-fork"), ("repeat-cpu-a", "repeat-cpu-b"),
-            ("cr-cpu-a", "cr-cpu-b"), ("cp-cpu-a", "cp-cpu-b"), ("cp-a", "cp-b")]
+            ("cr-cpu-a", "cr-cpu-b"), ("cp-cpu-a", "cp-cpu-b"), ("cp-a", "cp-b"), ("cp5-a", "cp5-b")]
 
 
 def noise(data: Path) -> dict[str, tuple[float, float, int]]:

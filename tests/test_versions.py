@@ -310,8 +310,9 @@ def test_the_guard_counts_of_the_committed_guard_logs():
 def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_ones():
     """benchmarks/autotune_draws.py over the committed MoE compiles of both versions: every compile
     that chose XBLOCK=512/8 warps for the cast or the GELU kernel is slower than every compile that did
-    not, in each version (docs/findings-versions.md, "A sixth lease")."""
-    runs = [str(p) for pat in ("at-h200-*", "t6-*", "t6r-*", "at14-*", "crv-*", "cp-a", "cp-b", "cr-h200", "cr-h200-2")
+    not, in each version (docs/findings-versions.md, "A sixth lease", "A seventh lease")."""
+    runs = [str(p) for pat in ("at-h200-*", "t6-*", "t6r-*", "at14-*", "crv-*", "cp-a", "cp-b", "cr-h200", "cr-h200-2",
+                               "mt11-1", "mt14-1")
             for p in sorted((ROOT / "data" / "examples").glob(pat))]
     out = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "moe__infer__amp_bf16__bs8__reduce-overhead__model",
                           "--kernel", "triton_poi_fused__to_copy_[89]$", "--kernel", "triton_poi_fused_gelu_[0-9]+$",
@@ -326,7 +327,7 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     for v in ("2.11.0+cu130", "2.14.1+cu130"):
         assert groups[(v, False)][2] < groups[(v, True)][1]  # no overlap
         assert groups[(v, True)][0] >= 3 and groups[(v, False)][0] >= 5
-    assert sum(n for n, _, _ in groups.values()) == 34
+    assert sum(n for n, _, _ in groups.values()) == 54
     fisher = float(out.split("two-sided Fisher exact test")[1].split("p = ")[1].split()[0])
     assert 0.05 < fisher <= 1.0  # the two versions draw the slow configuration alike
     none = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "no__such__cell", *runs[:2]], cwd=ROOT,
@@ -334,13 +335,48 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     assert none.returncode == 2 and "has no__such__cell with an autotune record" in none.stderr
 
 
+def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
+    """autotune_draws.py --timings reads Inductor's autotuning log of each process (the cell logs of
+    mt11-1 and mt14-1, 10 cold compiles a version): the configuration each compile's record says it
+    chose is, in all 40 choices, the one its own log timed fastest (so log sections and processes
+    line up), and the same candidate's timing moves between compiles by more than the candidates
+    differ (docs/findings-versions.md, "A seventh lease"); a run without such a log says so."""
+    runs = [str(ROOT / "data" / "examples" / r) for r in ("mt11-1", "mt14-1")]
+    args = [sys.executable, "benchmarks/autotune_draws.py", "moe__infer__amp_bf16__bs8__reduce-overhead__model",
+            "--kernel", "triton_poi_fused__to_copy_[89]$", "--kernel", "triton_poi_fused_gelu_[0-9]+$", "--timings"]
+    out = subprocess.run([*args, *runs], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    chosen, checked = {}, 0
+    for line in out.splitlines():
+        if " 2.1" in line and "triton_" in line:  # a compile: label, torch, ms, "kernel config, kernel config"
+            chosen = dict(kv.strip().split(" ") for kv in line.split(maxsplit=4)[-1].split(","))
+        elif "autotuner timed" in line:
+            kernel, cands = line.split("autotuner timed ")[1].split(": ")
+            timed = {c.split()[0]: float(c.split()[1]) for c in cands.split(", ")}
+            assert chosen[kernel] == min(timed, key=timed.get), line
+            checked += 1
+    assert checked == 40
+    spans = {}
+    for line in out.split("the autotuner's timings")[1].splitlines()[1:5]:
+        kernel, cfg, _, _, span = line.split()[:5]
+        lo, hi = (float(x) for x in span.split("-"))
+        spans[(kernel, cfg)] = hi / lo
+    assert min(spans.values()) > 1.2  # one candidate's timing moves by more than 20% between compiles
+    gelu = next(x for x in out.splitlines() if "triton_poi_fused_gelu_N" in x and "against" in x)
+    assert abs(float(gelu.split("(median ")[1].split("%")[0])) < 5  # while the candidates differ by less
+    bare = subprocess.run([*args, str(ROOT / "data" / "examples" / "cp-a")], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+    assert "no autotuner timings in the cell logs" in bare
+
+
 def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the_big_plants():
     """benchmarks/cold_compile_power.py on the committed COLD_REPLICATES pairs: the comparison's interval
-    (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b, CPU cr-cpu-*
-    and cp-cpu-a/b), and calls the planted +5 s (GPU) and +4 s (CPU) in 2 of 6 and 3 of 4 cells
-    (docs/measurement.md, "Twelfth H200 session"); the pooled alternative keeps the A/A clean too."""
-    aa = ["cp-a:cp-b", "cr-cpu-a:cr-cpu-b", "cr-cpu-a:cr-cpu-p10", "cr-cpu-b:cr-cpu-p10", "cp-cpu-a:cp-cpu-b"]
-    planted = ["cp-a:cp-p", "cp-b:cp-p", "cp-cpu-a:cp-cpu-p", "cp-cpu-b:cp-cpu-p"]
+    (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b and cp5-a/b,
+    CPU cr-cpu-* and cp-cpu-a/b), and calls the planted +5 s (GPU) in 2 of 6 cells with 3 processes and
+    3 of 4 with 5, the +4 s (CPU) in 3 of 4 (docs/measurement.md, "Twelfth H200 session", "Thirteenth
+    H200 session"); the pooled alternative keeps the A/A clean too."""
+    aa = ["cp-a:cp-b", "cr-cpu-a:cr-cpu-b", "cr-cpu-a:cr-cpu-p10", "cr-cpu-b:cr-cpu-p10", "cp-cpu-a:cp-cpu-b",
+          "cp5-a:cp5-b"]
+    planted = ["cp-a:cp-p", "cp-b:cp-p", "cp-cpu-a:cp-cpu-p", "cp-cpu-b:cp-cpu-p", "cp5-a:cp5-p", "cp5-b:cp5-p"]
     out = subprocess.run([sys.executable, "benchmarks/cold_compile_power.py", *aa, *planted], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.splitlines()
 
@@ -348,6 +384,7 @@ def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the
         rows = [x for x in out if x.split()[0] in {q.replace(":", "/") for q in pairs}]
         return sum(x.split(which + " [")[1].split("]")[1].startswith("*") for x in rows), len(rows)
 
-    assert calls(aa, "comparison") == (0, 11) and calls(aa, "pooled") == (0, 11)
-    assert calls(planted[:2], "comparison") == (2, 6) and calls(planted[2:], "comparison") == (3, 4)
+    assert calls(aa, "comparison") == (0, 13) and calls(aa, "pooled") == (0, 13)
+    assert calls(planted[:2], "comparison") == (2, 6) and calls(planted[2:4], "comparison") == (3, 4)
+    assert calls(planted[4:], "comparison") == (3, 4)
     assert calls(planted[:2], "pooled")[0] >= 2

@@ -205,5 +205,8 @@ def test_real_cell_through_the_fork_launcher(tmp_path):
         first, rep = row["process_first_call_compiled_s"]
         assert rep > 0.4 * first, (first, rep)  # a warm-cache replicate: above, under a third of the cold one
         assert row["warm_first_call_compiled_s"] is None
+        # each child's log names the cache it found, not its role: the replicate's was empty this time
+        log = (tmp_path / "logs" / f"{m.cells[0].cell_id}.log").read_text()
+        assert log.count("(cold cache)") == 3 and log.count("(warm cache)") == 2
     finally:
         lnch.close()
