@@ -163,6 +163,10 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
                    "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's "
                    "noise; their compiled step change is the precise one.")
     out += _retuned_caveat(a, b, pairs, ests)
+    ea, eb = (r.env.get("compile_env") for r in (a, b))
+    if ea is not None and eb is not None and ea != eb:  # both recorded it (collected since 2026-12-02)
+        out.append(f"The runs had other torch.compile settings in the environment (A: {ea or 'none'}; B: "
+                   f"{eb or 'none'}): their figures differ by those settings as well as by the torch.")
     ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
     if ca.get("dispatch_us") and cb.get("dispatch_us"):
         out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "

@@ -126,6 +126,11 @@ class CompareReport:
     kernel_rows: list = field(default_factory=list)  # kernels.PairRow per side of cells profiled in both runs
 
 
+def _env_value(v) -> str:
+    """An environment field as the comparison's table shows it: '' (recorded, nothing set) as '(none)'."""
+    return "(none)" if v == "" else str(v)
+
+
 def _pct(r: float) -> str:
     return f"{(r - 1) * 100:+.1f}%"
 
@@ -305,8 +310,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     for label, key in ENV_FIELDS + [("TF32", "tf32")]:
         va = a.manifest.get("protocol", {}).get(key) if key == "tf32" else a.env.get(key)
         vb = b.manifest.get("protocol", {}).get(key) if key == "tf32" else b.env.get(key)
-        if va is not None or vb is not None:
-            env.append((label, str(va), str(vb), va != vb))
+        if va not in (None, "") or vb not in (None, ""):
+            env.append((label, _env_value(va), _env_value(vb), va != vb))
     trend_ids = [r.run_id for r in trend_runs]
     trend_rows: dict[tuple, dict[str, str]] = {}
     for run_id, phase, mode, scope, dtype, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
@@ -331,8 +336,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     for label, r in (("host dispatch (us per eager op)", "dispatch_us"),
                      ("host dispatch + sync (us)", "dispatch_sync_us")):
         va, vb = ((x.env.get("host_calibration") or {}).get(r) for x in (a, b))
-        if va is not None or vb is not None:
-            env.append((label, str(va), str(vb), va != vb))
+        if va not in (None, "") or vb not in (None, ""):
+            env.append((label, _env_value(va), _env_value(vb), va != vb))
     trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
     verdict = changes.verdict(a, b, ests, labels, transitions, min_effect)
     caveats = changes.caveats(a, b, pairs, ests)

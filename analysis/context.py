@@ -23,6 +23,7 @@ ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "
               ("SM clock at start (MHz)", "sm_clock_mhz_start"), ("SM clock max (MHz)", "sm_clock_max_mhz"),
               ("power limit (W)", "power_limit_w"), ("CPU", "cpu_model"), ("CPU count", "cpu_count"),
               ("torch threads", "torch_num_threads"), ("TORCHINDUCTOR_COMPILE_THREADS", "inductor_compile_threads"),
+              ("torch.compile settings in the environment", "compile_env"),
               ("hostname", "hostname"), ("platform", "platform")]
 
 
@@ -386,7 +387,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=loaded.skipped_in(run),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
         eager_spread=eager_spread,
-        environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) is not None],
+        environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) not in (None, "")],
         protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
         efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, kernels=kernel_rows, chart_rows=chart_rows,
         reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer,

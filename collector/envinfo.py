@@ -61,6 +61,23 @@ def _boot_id() -> str | None:
         return None
 
 
+# environment variables that change what torch.compile does or costs (Inductor and Dynamo settings,
+# Triton, the allocator, logging: debug logs slow a compile down), recorded per run so that two runs
+# collected under different settings are not compared as if only the torch differed; the per-process
+# cache folders the collector sets and the variable it sets around a fork are not settings
+COMPILE_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_LOGS", "TRITON_", "PYTORCH_",
+                        "CUDA_LAUNCH_BLOCKING")
+COMPILE_ENV_SKIP = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTORCH_NVML_BASED_CUDA_CHECK",
+                    "TORCHINDUCTOR_COMPILE_THREADS")  # the last has its own field
+
+
+def compile_env(environ=None) -> str:
+    """The settings above as 'NAME=value' pairs, sorted, space-separated; '' where none is set."""
+    environ = os.environ if environ is None else environ
+    return " ".join(f"{k}={environ[k]}" for k in sorted(environ)
+                    if k.startswith(COMPILE_ENV_PREFIXES) and k not in COMPILE_ENV_SKIP)
+
+
 def _nvml(uuid: str) -> dict:
     """Driver, SM clock and power limit at start, by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
     try:
@@ -182,6 +199,7 @@ def probe(device: str) -> dict:
         "boot_id": _boot_id(),
         "platform": platform.platform(),
         "inductor_compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
+        "compile_env": compile_env(),
         "torch_num_threads": torch.get_num_threads(),
         "gpu_name": None, "gpu_count": 0,
     }

@@ -279,6 +279,49 @@ def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
     assert not any(c.startswith("Collected by") for c in caveats_with(([None], ["bbbb"])))
 
 
+@pytest.mark.slow
+def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
+    """run.json's environment records the Inductor/Dynamo/Triton/allocator variables set when the run
+    was collected (collector.envinfo.compile_env): where both runs recorded them and they differ, a
+    caveat names both and the environment table shows them; the same settings, or a run that did not
+    record them (older runs), say nothing."""
+    def report_with(settings):
+        root = tmp_path / "-".join(str(x) for x in settings).replace("=", "_").replace(" ", "_")
+        compare(root, cells(), cells())
+        for run_id, value in zip(("A", "B"), settings):
+            manifest = json.loads((root / run_id / "run.json").read_text())
+            if value is None:
+                manifest["environment"].pop("compile_env", None)
+            else:
+                manifest["environment"]["compile_env"] = value
+            (root / run_id / "run.json").write_text(json.dumps(manifest))
+        runs = {r.run_id: r for r in discover_runs(root)}
+        loaded = load(list(runs.values()))
+        prepare(loaded)
+        return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x")
+
+    rep = report_with(("", "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1"))
+    said = [c for c in rep.caveats if c.startswith("The runs had other torch.compile settings")]
+    assert len(said) == 1 and "A: none; B: TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1" in said[0]
+    row = next(r for r in rep.environment if r[0] == "torch.compile settings in the environment")
+    assert row[1:] == ("(none)", "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1", True)
+    for same in (("TORCH_LOGS=guards", "TORCH_LOGS=guards"), (None, "TORCH_LOGS=guards")):
+        assert not any(c.startswith("The runs had other torch.compile") for c in report_with(same).caveats)
+
+
+def test_compile_env_records_the_settings_that_change_a_compile_and_nothing_else():
+    """collector.envinfo.compile_env: Inductor, Dynamo, Triton, allocator and logging variables, sorted;
+    not the per-process cache folders the collector sets, nor unrelated variables."""
+    from collector.envinfo import compile_env
+    environ = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1", "TORCH_LOGS": "+dynamo", "HOME": "/root",
+               "TORCHINDUCTOR_CACHE_DIR": "/tmp/x/inductor", "TRITON_CACHE_DIR": "/tmp/x/triton",
+               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_LAUNCH_BLOCKING": "1",
+               "TORCHINDUCTOR_COMPILE_THREADS": "1", "PATH": "/usr/bin"}
+    assert compile_env(environ) == ("CUDA_LAUNCH_BLOCKING=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                                    "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 TORCH_LOGS=+dynamo")
+    assert compile_env({"HOME": "/root"}) == ""
+
+
 def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     """Eager and compiled both 20% slower in B (a slower machine, not a slower compile): the
     headline says eager moved with it instead of "compiled is 20% slower", and no speedup call."""
