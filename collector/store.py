@@ -59,10 +59,16 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _project_sha() -> str | None:
+def _project_sha(root: Path = PROJECT_ROOT) -> str | None:
+    """The checkout's commit, with '-dirty' where a tracked file differs from it (a copied working
+    tree beside older git metadata reads dirty, not as the older commit); None without git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
+        sha = git("rev-parse", "HEAD")
+        if not sha:
+            return None
+        return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -671,3 +671,21 @@ def test_cold_replicates_compile_in_their_own_empty_caches(tmp_path, cold):
         assert len(set(caches)) == 1 and warm_at_start == [False, True, True]
         assert row["replicate_cache"] == "warm" and row["warm_first_call_compiled_s"] == pytest.approx(0.65)
         assert "replicates" not in tuned
+
+
+def test_project_sha_says_dirty_where_tracked_files_differ_from_the_commit(tmp_path):
+    """run.json's project_git_sha: the commit, '-dirty' once a tracked file changed (a working tree
+    copied beside older git metadata, as on a lent GPU machine), None outside a git checkout."""
+    import subprocess
+    from collector.store import _project_sha
+    assert _project_sha(tmp_path) is None
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "new.txt").write_text("untracked files do not make it dirty\n")
+    assert _project_sha(tmp_path) == sha
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert _project_sha(tmp_path) == sha + "-dirty"
