@@ -167,6 +167,10 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
     if ea is not None and eb is not None and ea != eb:  # both recorded it (collected since 2026-12-02)
         out.append(f"The runs had other torch.compile settings in the environment (A: {ea or 'none'}; B: "
                    f"{eb or 'none'}): their figures differ by those settings as well as by the torch.")
+    elif (ea is None) != (eb is None) and (ea or eb):  # one run is older than the record and the other set some
+        have, other = ("A", "B") if ea else ("B", "A")
+        out.append(f"{have} was collected with torch.compile settings in the environment ({ea or eb}); {other} did "
+                   "not record its settings (collected before run.json kept them): if they differ, so do the figures.")
     ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
     if ca.get("dispatch_us") and cb.get("dispatch_us"):
         out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "

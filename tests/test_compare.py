@@ -283,8 +283,8 @@ def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
 def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
     """run.json's environment records the Inductor/Dynamo/Triton/allocator variables set when the run
     was collected (collector.envinfo.compile_env): where both runs recorded them and they differ, a
-    caveat names both and the environment table shows them; the same settings, or a run that did not
-    record them (older runs), say nothing."""
+    caveat names both and the environment table shows them; the same settings say nothing; beside a run
+    that did not record them (older runs), settings the other run had are named as such."""
     def report_with(settings):
         root = tmp_path / "-".join(str(x) for x in settings).replace("=", "_").replace(" ", "_")
         compare(root, cells(), cells())
@@ -305,8 +305,12 @@ def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
     assert len(said) == 1 and "A: none; B: TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1" in said[0]
     row = next(r for r in rep.environment if r[0] == "torch.compile settings in the environment")
     assert row[1:] == ("(none)", "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1", True)
-    for same in (("TORCH_LOGS=guards", "TORCH_LOGS=guards"), (None, "TORCH_LOGS=guards")):
-        assert not any(c.startswith("The runs had other torch.compile") for c in report_with(same).caveats)
+    for same in (("TORCH_LOGS=guards", "TORCH_LOGS=guards"), (None, ""), (None, None)):
+        assert not any("torch.compile settings" in c for c in report_with(same).caveats)
+    # an older run beside one collected with settings: the settings are named, the older run's unknown
+    one = [c for c in report_with((None, "TORCH_LOGS=guards")).caveats if "torch.compile settings" in c]
+    assert one == ["B was collected with torch.compile settings in the environment (TORCH_LOGS=guards); A did not "
+                   "record its settings (collected before run.json kept them): if they differ, so do the figures."]
 
 
 def test_compile_env_records_the_settings_that_change_a_compile_and_nothing_else():
