@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from collector import schema
-from collector.store import ENV_MUST_MATCH, write_json as _write_json
+from collector.store import env_differences, write_json as _write_json
 
 
 class ShardError(ValueError):
@@ -51,9 +51,6 @@ def run_id_for(run_id: str, k: int, n: int) -> str:
     return f"{run_id}-shard{k}of{n}"
 
 
-MUST_MATCH = ENV_MUST_MATCH  # the environment fields every shard must share (as a resumed run)
-
-
 def _copy_atomic(src: Path, dst: Path) -> None:
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     try:
@@ -77,8 +74,7 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
     env0, proto0 = manifests[0].get("environment", {}), manifests[0].get("protocol", {})
     mixed = []
     for s, m in zip(shards[1:], manifests[1:]):
-        diff = [f"{k}: {env0.get(k)!r} vs {m.get('environment', {}).get(k)!r}" for k in MUST_MATCH
-                if env0.get(k) != m.get("environment", {}).get(k)]
+        diff = [f"{k}: {a!r} vs {b!r}" for k, a, b in env_differences(env0, m.get("environment", {}))]
         diff += [f"protocol {k}: {proto0.get(k)!r} vs {v!r}" for k, v in sorted(m.get("protocol", {}).items())
                  if proto0.get(k) != v]
         if diff and not allow_mixed:

@@ -21,7 +21,7 @@ from pathlib import Path
 from collector import envinfo
 from collector.contract import NODE_JOBS
 from collector.slurm_status import TIMED_OUT, record_stop
-from collector.store import ENV_MUST_MATCH as ENV_KEYS  # what a node must share with the run
+from collector.store import ENV_MUST_MATCH as ENV_KEYS, env_differences  # what a node must share with the run
 from collector.store import RunStore, write_json
 
 
@@ -128,8 +128,7 @@ def run_cell_job(job: CellJob) -> str:
         expected = dict(job.environment)
         if expected.get("device_name") is None:  # submitted from a host without the device: the first
             expected = first_node_environment(store, env)  # node to run fixes the run's GPU model
-        differ = [f"{k}: run {expected.get(k)!r}, node {env.get(k)!r}" for k in ENV_KEYS
-                  if expected.get(k) != env.get(k)]
+        differ = [f"{k}: run {a!r}, node {b!r}" for k, a, b in env_differences(expected, env)]
         if differ and not job.allow_mixed:
             note = store.logs_dir / f"{job.cell_id}.refused"
             note.write_text(f"node {env.get('hostname')} (job {_job_id()}) refused to write: {'; '.join(differ)}\n")

@@ -32,7 +32,17 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-ENV_MUST_MATCH = ("device", "device_name", "torch_version")
+# what a resumed run, a shard and a SLURM node must share with the run; compile_env (the torch.compile
+# settings in the environment, collector.envinfo) only where the run recorded it (runs made before
+# 2026-12-02 did not): env_differences
+ENV_MUST_MATCH = ("device", "device_name", "torch_version", "compile_env")
+
+
+def env_differences(run_env: dict, other: dict) -> list[tuple[str, object, object]]:
+    """(field, the run's value, the other's) for every ENV_MUST_MATCH field that differs; a field the
+    run's environment does not hold at all (an older run) is not compared."""
+    return [(k, run_env.get(k), other.get(k)) for k in ENV_MUST_MATCH
+            if (k in run_env or k != "compile_env") and run_env.get(k) != other.get(k)]
 PROTOCOL_MUST_MATCH = tuple(s.name for s in SETTINGS if s.must_match)  # collector.matrix.SETTINGS
 
 BEFORE = PROTOCOL_BEFORE  # what a run made before a protocol key existed did (collector.contract)
@@ -116,8 +126,7 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
     if manifest_path.exists():
         manifest = read_run_manifest(manifest_path)
         old = manifest["environment"]
-        diff = [f"{k}: run has {old.get(k)!r}, this machine {env.get(k)!r}"
-                for k in ENV_MUST_MATCH if old.get(k) != env.get(k)]
+        diff = [f"{k}: run has {a!r}, this machine {b!r}" for k, a, b in env_differences(old, env)]
         if diff:
             raise RunError(f"{run_dir} was collected in another environment ({'; '.join(diff)}); "
                            "choose another run id (RUN=...) instead of mixing them")

@@ -89,6 +89,17 @@ def test_refuses_other_environment_and_concurrent_collector(tmp_path):
             collect(m, ENV, tmp_path, "r3", FakeLauncher())
 
 
+def test_a_run_resumed_under_other_compile_settings_is_refused_unless_it_never_recorded_them(tmp_path):
+    """compile_env (the torch.compile settings in the environment) must match on resume, like the torch;
+    a run made before it was recorded resumes under any (its run.json cannot say)."""
+    m = _matrix()
+    collect(m, {**ENV, "compile_env": ""}, tmp_path, "ce", FakeLauncher())
+    with pytest.raises(RunError, match="compile_env: run has '', this machine 'TORCHINDUCTOR_MAX_AUTOTUNE=1'"):
+        collect(m, {**ENV, "compile_env": "TORCHINDUCTOR_MAX_AUTOTUNE=1"}, tmp_path, "ce", FakeLauncher())
+    collect(m, {k: v for k, v in ENV.items() if k != "compile_env"}, tmp_path, "old", FakeLauncher())
+    collect(m, {**ENV, "compile_env": "TORCHINDUCTOR_MAX_AUTOTUNE=1"}, tmp_path, "old", FakeLauncher())
+
+
 def test_unwritable_output_is_a_clear_error_before_any_cell(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the runs folder should be")
