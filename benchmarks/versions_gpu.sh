@@ -27,11 +27,23 @@
 #                                                        environment for another interpreter) in N runs,
 #                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
 #                                                        (each run compiles cold once; docs/measurement.md)
-# Every stage ends by packing data/runs into $OUT/runs.tgz.
+# Every stage packs data/runs into $OUT/runs.tgz every 30 s while it runs and once more at its end, each
+# time under a temporary name renamed into place: a command cut off by the device's time limit still
+# brings back every cell finished before the last 30 s (a cell file is whole or absent; the
+# collector's own temporary files are left out), and the next command resumes the rest.
 set -uo pipefail
 stage=$1; shift
-pack() { [ -n "${OUT:-}" ] && [ -d data/runs ] && tar czf "$OUT/runs.tgz" data/runs; }
-trap pack EXIT
+pack() {
+  [ -n "${OUT:-}" ] && [ -d data/runs ] || return 0
+  tar czf "$OUT/.runs.tgz.part" --exclude='.*.tmp' data/runs 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
+}
+if [ -n "${OUT:-}" ]; then
+  ( while sleep 30; do pack; done ) &
+  packer=$!
+  trap 'kill $packer 2>/dev/null; wait $packer 2>/dev/null; pack' EXIT
+else
+  trap pack EXIT
+fi
 case $stage in
   install)
     pool=.whl/pool; mkdir -p $pool
