@@ -99,4 +99,10 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
                          "it). A neighbour on the same GPU slows every step, GPU-bound ones too (on the H200 a "
                          "ResNet-18 eager step took 16.1 ms beside another collector's cell against 7.5 ms "
                          "alone): measure these cells again alone before quoting them.")
+    settings = (run.manifest.get("environment") or {}).get("compile_env") or ""
+    if settings:  # recorded since 2026-12-02 (collector.envinfo.compile_env)
+        notes.append(f"Collected with torch.compile settings in the environment: {settings}. They apply to every "
+                     "compiled cell"
+                     + ("; with TORCH_LOGS the compiles also write their logs, which can lengthen the first "
+                        "calls, not the timed steps" if "TORCH_LOGS=" in settings else "") + ".")
     return notes

@@ -129,3 +129,21 @@ def test_the_collector_says_once_when_another_collectors_cell_measures_beside_it
     collect(m, ENV, tmp_path, "r", SlowLauncher(), out=out)
     notes = [ln for ln in out.getvalue().splitlines() if ln.startswith("note: 1 cell(s) of another collector")]
     assert len(notes) == 1 and len(m.cells) > 1, out.getvalue()
+
+
+def test_the_report_names_the_compile_settings_the_run_was_collected_with():
+    """A run whose run.json recorded torch.compile settings in the environment (compile_env) says so
+    among its notes, with a word on TORCH_LOGS; none recorded or none set: nothing."""
+    from types import SimpleNamespace
+    from analysis import provenance
+
+    def notes(env):
+        run = SimpleNamespace(manifest={"sessions": [], "environment": env})
+        return [n for n in provenance.collection_notes(run, [])
+                if "torch.compile settings" in n]
+
+    got = notes({"compile_env": "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 TORCH_LOGS=guards"})
+    assert len(got) == 1 and "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 TORCH_LOGS=guards" in got[0]
+    assert "with TORCH_LOGS the compiles also write their logs" in got[0]
+    assert "TORCH_LOGS the" not in notes({"compile_env": "TORCHINDUCTOR_MAX_AUTOTUNE=1"})[0]
+    assert notes({"compile_env": ""}) == [] and notes({}) == []
