@@ -12,7 +12,9 @@ Prints each compile's torch, compiled step (median of each process's samples, ms
 configuration chosen for each kernel matching a --kernel pattern (kernel names carry Inductor's
 per-compile index, which differs between versions: hence patterns). With --slow, groups the
 compiles by whether any matched kernel chose that configuration and prints each group's step-time
-range and count per torch (with two torches, a Fisher exact test of the counts): docs/findings-versions.md, "A sixth lease", quotes its output.
+range and count per torch (with two torches, a Fisher exact test of the counts and each group's change
+between the torches, like draw against like, with Welch's interval): docs/findings-versions.md, "A
+sixth lease" and "A seventh lease", quote its output.
 With --timings, also the autotuner's own timing of every candidate of each matched kernel, read from
 the cell log of a run collected with TORCH_LOGS=+torch._inductor.runtime.triton_heuristics (Inductor's
 "Benchmark all input configs" lines, one log section a process), and a summary per kernel: how far
@@ -23,16 +25,19 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import math
 import re
 from math import comb
 import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.stats import welch  # noqa: E402
 from collector.contract import autotune_processes, autotune_record, process_medians  # noqa: E402
 
 
@@ -161,6 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             (x, y), n = versions, lambda t, slow: len(groups.get((t, slow), []))
             print(f"  two-sided Fisher exact test, {x} against {y}: "
                   f"p = {fisher_exact(n(x, True), n(x, False), n(y, True), n(y, False)):.2f}")
+            for slow in (False, True):  # the version's change within one draw: like against like
+                ga, gb = groups.get((x, slow), []), groups.get((y, slow), [])
+                if len(ga) >= 2 and len(gb) >= 2:
+                    la, lb = np.log(ga), np.log(gb)
+                    lo, hi = welch(la, lb)
+                    print(f"  {y} against {x} among the compiles that {'chose it' if slow else 'did not'}: "
+                          f"{math.expm1(lb.mean() - la.mean()) * 100:+.1f}% "
+                          f"({math.expm1(lo) * 100:+.1f} to {math.expm1(hi) * 100:+.1f}%, Welch over {len(ga)} "
+                          f"and {len(gb)} compiles)")
     return 0
 
 
