@@ -1,6 +1,7 @@
 """Where a cell's wall time goes, from a run's cell logs and rows.
 
     python benchmarks/cell_time.py RUN_DIR [RUN_DIR ...]
+    python benchmarks/cell_time.py --json RUN_DIR_OR_CELL_LOG [...]   (the same, unrounded, as JSON)
 
 Each cell process logs its stages with a clock that starts when the cell's code starts
 (`[cell +  4.1s] sides built in 2.68 s`); the runner records each process's wall time from its
@@ -96,7 +97,24 @@ def run_table(run_dir: Path) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--json", action="store_true", help="print {path: table} (a run) or {path: processes} "
+                   "(one cell log: each process's kind, forked, stages, logged seconds) as JSON")
     args = p.parse_args(argv)
+    if args.json:
+        import json
+
+        out = {}
+        for path in args.runs:
+            if path.is_file():
+                out[str(path)] = [{k: v for k, v in proc.items() if k != "events"}
+                                  for proc in parse_log(path.read_text(errors="replace"))]
+            elif (path / "cells").is_dir() and (path / "logs").is_dir():
+                out[str(path)] = run_table(path)
+            else:
+                print(f"{path}: neither a cell log nor a run directory with cells/ and logs/", file=sys.stderr)
+                return 2
+        print(json.dumps(out, indent=1))
+        return 0
     for run in args.runs:
         if not (run / "cells").is_dir() or not (run / "logs").is_dir():
             print(f"{run}: not a run directory with cells/ and logs/", file=sys.stderr)

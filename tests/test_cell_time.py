@@ -1,10 +1,18 @@
-"""benchmarks/cell_time.py: a cell log's stages, attributed the way the docs' table reads them."""
+"""benchmarks/cell_time.py: a cell log's stages, attributed the way the docs' table reads them (run as
+a program, --json: tests import nothing from benchmarks/)."""
+import json
+import subprocess
 import sys
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT))
-from benchmarks.cell_time import OUTSIDE, parse_log, run_table  # noqa: E402
+OUTSIDE = "outside the cell's clock (start, imports before it, exit)"
+
+
+def cell_time(*args) -> dict:
+    out = subprocess.run([sys.executable, "benchmarks/cell_time.py", "--json", *map(str, args)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
 
 LOG = """
 === 2026-11-30T16:46:11 cold ===
@@ -32,8 +40,9 @@ LOG = """
 """
 
 
-def test_stages_of_an_old_cold_and_a_forked_replicate():
-    cold, rep = parse_log(LOG)
+def test_stages_of_an_old_cold_and_a_forked_replicate(tmp_path):
+    (tmp_path / "cell.log").write_text(LOG)
+    cold, rep = cell_time(tmp_path / "cell.log")[str(tmp_path / "cell.log")]
     assert (cold["kind"], cold["forked"], rep["kind"], rep["forked"]) == ("cold", False, "replicate", True)
     # the old log has no "sides built" line: its time is in the float64 reference stage, marked "+"
     assert abs(cold["stages"]["float64 reference +"] - 7.5) < 1e-9
@@ -49,7 +58,8 @@ def test_stages_of_an_old_cold_and_a_forked_replicate():
 def test_the_shipped_h200_run_adds_up_to_its_process_walls():
     """Over a committed run, each process's stages plus the time outside the cell's clock equal the
     wall time the runner recorded for it (medians of sums need not, so compare per process)."""
-    table = run_table(ROOT / "data" / "examples" / "aa-x2-y")
+    run = ROOT / "data" / "examples" / "aa-x2-y"
+    table = cell_time(run)[str(run)]
     assert set(table) == {"cold (forked)", "replicate (forked)"}
     rep = table["replicate (forked)"]
     assert len(rep["process wall"]) == 20
@@ -57,3 +67,9 @@ def test_the_shipped_h200_run_adds_up_to_its_process_walls():
     for i, wall in enumerate(rep["process wall"]):
         total = sum(rep[k][i] for k in stage_names) + rep[OUTSIDE][i]
         assert abs(total - wall) < 0.06, (i, total, wall)
+
+
+def test_a_path_that_is_neither_a_log_nor_a_run_is_named(tmp_path):
+    got = subprocess.run([sys.executable, "benchmarks/cell_time.py", "--json", str(tmp_path / "nothing")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert got.returncode == 2 and "nothing: neither a cell log nor a run directory" in got.stderr
