@@ -26,7 +26,11 @@
 #   bash benchmarks/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 (PY= in the
 #                                                        environment for another interpreter) in N runs,
 #                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
-#                                                        (each run compiles cold once; docs/measurement.md)
+#                                                        (each run compiles cold once; docs/measurement.md);
+#                                                        with COLD_REPLICATES=1 PROCESSES=N and
+#                                                        TORCH_LOGS=+torch._inductor.runtime.triton_heuristics in
+#                                                        the environment, N compiles with the autotuner's timings
+#                                                        in the cell log (benchmarks/autotune_draws.py --timings)
 # Every stage packs data/runs into $OUT/runs.tgz every 30 s while it runs and once more at its end, each
 # time under a temporary name renamed into place: a command cut off by the device's time limit still
 # brings back every cell finished before the last 30 s (a cell file is whole or absent; the
