@@ -37,7 +37,9 @@ def test_hostile_text_does_not_run_in_a_browser(fixture_copy, tmp_path):
     assert "&lt;script&gt;document.documentElement" in dom  # shown as text instead
 
 
-PROBE = """<!DOCTYPE html><html><body style="margin:0">
+# a page that loads the report in a frame of the given size, runs a probe (JavaScript with d, w, r and
+# box in scope) and prints what it put in r as JSON
+PAGE = """<!DOCTYPE html><html><body style="margin:0">
 <iframe id="f" src="%(src)s" style="width:%(w)dpx;height:%(h)dpx;border:0"></iframe>
 <pre id="out">pending</pre>
 <script>
@@ -45,7 +47,11 @@ document.getElementById('f').addEventListener('load', function () {
   var d = this.contentDocument, w = this.contentWindow, r = {};
   try {
     var box = function (el) { var b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
-    var v = d.getElementById('verdict');
+%(probe)s  } catch (e) { r.error = String(e); }
+  document.getElementById('out').textContent = JSON.stringify(r);
+});
+</script></body></html>"""
+RUN_PROBE = """    var v = d.getElementById('verdict');
     r.verdict = box(v.querySelector('p'));
     var img = v.querySelector('img'); r.chart = img ? box(img) : null;
     r.caveats = v.querySelector('.caveats') ? box(v.querySelector('.caveats')) : null;
@@ -57,17 +63,14 @@ document.getElementById('f').addEventListener('load', function () {
     head[col].click();
     r.sorted = Array.prototype.slice.call(t.rows, 1).map(function (row) { return row.cells[col].textContent; });
     r.filter = !!d.getElementById('cells-filter');
-  } catch (e) { r.error = String(e); }
-  document.getElementById('out').textContent = JSON.stringify(r);
-});
-</script></body></html>"""
+"""
 
 
-def _probe(tmp_path, html, width, height):
+def _probe(tmp_path, html, width, height, probe=RUN_PROBE):
     import json
 
     page = tmp_path / f"probe-{width}.html"
-    page.write_text(PROBE % {"src": html.as_uri(), "w": width, "h": height})
+    page.write_text(PAGE % {"src": html.as_uri(), "w": width, "h": height, "probe": probe})
     dom = subprocess.run([CHROMIUM, *FLAGS, "--allow-file-access-from-files", f"--window-size={width + 50},{height + 200}",
                           "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
                           page.as_uri()], capture_output=True, text=True, timeout=120).stdout
@@ -121,3 +124,32 @@ def test_without_scripts_every_table_and_section_is_still_in_the_page(shipped_re
     for section in ("verdict", "headline", "speedup-per-cell", "memory", "failures", "environment"):
         assert f'id="{section}"' in dom, section
     assert dom.count("<table") == text.count("<table") and dom.count("<img") == text.count("<img")
+
+
+COMPARE_PROBE = """    r.title = d.querySelector('h1').textContent; r.titleBox = box(d.querySelector('h1'));
+    r.verdict = box(d.querySelector('#verdict .lead'));
+    var imgs = d.querySelectorAll('#verdict .charts img');
+    r.compiled = imgs.length ? [imgs[0].getAttribute('alt'), box(imgs[0])] : null;
+    r.scrollWidth = d.documentElement.scrollWidth; r.width = w.innerWidth;
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+def test_the_gpu_version_comparison_answers_on_its_first_screen(tmp_path):
+    """The published H200 comparison (2.11 against 2.14.1, 12 cells), rendered afresh and opened at
+    1400x900: the title names both torch versions and the device, and the verdict and the chart of
+    per-cell compiled step time change are on the first screen (issue: the GPU version write-up)."""
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    a, b = "v-h200-torch2.11.0-cu130", "v-h200-torch2.14.1-cu130"
+    assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path / "out"),
+                          "--baseline", a, "--candidate", b]) == 0
+    html = tmp_path / "out" / f"compare-{a}-vs-{b}" / "report.html"
+    got = _probe(tmp_path, html, 1400, 900, COMPARE_PROBE)
+    assert "2.14.1" in got["title"] and "2.11.0" in got["title"] and "H200" in got["title"], got["title"]
+    assert got["verdict"][1] < 900 and got["verdict"][3] < 900, got
+    alt, (_, _, _, bottom) = got["compiled"]
+    assert alt.startswith("compiled step time change"), alt
+    assert bottom <= 900, got  # the whole chart on screen one (849 px down when written)
+    assert got["scrollWidth"] <= got["width"], got
