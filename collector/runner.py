@@ -153,6 +153,11 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                   + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
         if several:
             print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
+            proto = targets[0].matrix.protocol
+            if proto.processes > 1 and not proto.cold_replicates and targets[0].env.get("device") == "cuda":
+                print("note: each interpreter compiles a cell once and the cell's other processes reuse that "
+                      "compile's autotuning, so a version change in a cell whose compile autotunes can be that one "
+                      "draw; COLD_REPLICATES=1 compiles every process (docs/comparison.md)", file=out, flush=True)
         queue = list(enumerate(interleave(opened, [c.cell_id for c in targets[0].matrix.cells]), 1))
         total = len(queue)
         if total >= LARGE_MATRIX:

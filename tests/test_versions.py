@@ -56,6 +56,24 @@ def test_two_interpreters_are_interleaved_cell_by_cell_with_the_order_alternatin
     assert "2 interpreters interleaved" in capsys.readouterr().out
 
 
+def test_interleaved_gpu_runs_without_cold_replicates_are_told_about_the_autotuning_draw(tmp_path, capsys):
+    """Several interpreters on a GPU with replicates on the cold process's cache: the collector says
+    that each version's cell rests on one autotuning draw and names COLD_REPLICATES=1; with it, with
+    one process, or on the CPU (no Triton autotuning), it says nothing."""
+    def said(device, **proto):
+        m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], **proto})
+        targets = [Target(m, {**ENV, "device": device, "torch_version": v}, f"r-{device}-{v}-{len(proto)}-"
+                          f"{proto.get('processes')}-{proto.get('cold_replicates')}", Recorder(v, []), label=f"t{v}")
+                   for v in ("1", "2")]
+        collect_targets(targets, tmp_path)
+        return "COLD_REPLICATES=1 compiles every process" in capsys.readouterr().out
+
+    assert said("cuda", processes=2)
+    assert not said("cuda", processes=2, cold_replicates=True)
+    assert not said("cuda", processes=1)
+    assert not said("cpu", processes=2)
+
+
 def test_interleaved_runs_resume_each_where_it_stopped(tmp_path):
     m = mx.build_matrix("smoke", {"models": ["mlp", "gnn"], "modes": ["default"], "processes": 1})
     log = []
