@@ -226,7 +226,7 @@ def test_a_stop_during_compaction_finishes_run_json_then_exits_with_the_message(
 
 @pytest.mark.slow
 def test_random_stops_all_exit_130_and_lose_nothing(tmp_path):
-    got = signal_and_resume(tmp_path, points=8, seed=1)
+    got = signal_and_resume(tmp_path, points=5, seed=1)
     assert got["bad_stops"] == [] and got["temporaries"] == [] and got["unfinished_sessions"] == 0
     assert got["on_disk"] == got["expected"] and got["extra"] == 0 and got["unreadable"] == 0
 

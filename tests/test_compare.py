@@ -257,21 +257,36 @@ def test_builds_of_different_kinds_are_a_confounder_in_the_headline(tmp_path):
                for h in rep.headline)
 
 
+def _edited_pair(tmp_path, name, edit):
+    """Runs A and B of `cells()` (written once under tmp_path/base), copied to tmp_path/name with each
+    run.json passed through edit(run_id, manifest); their comparison at 100 replicates."""
+    import shutil
+
+    base = tmp_path / "base"
+    if not base.exists():
+        rng = np.random.default_rng(7)
+        write_run(base, "A", cells(), rng)
+        write_run(base, "B", cells(), rng)
+    root = tmp_path / name
+    shutil.copytree(base, root)
+    for run_id in ("A", "B"):
+        manifest = json.loads((root / run_id / "run.json").read_text())
+        edit(run_id, manifest)
+        (root / run_id / "run.json").write_text(json.dumps(manifest))
+    runs = {r.run_id: r for r in discover_runs(root)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x")
+
+
 @pytest.mark.slow
 def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
     """The collector's source hash (run.json sessions) differs (a protocol change moves figures like a
     new torch): said; a hash in common, or none recorded in a run (older runs), says nothing."""
     def caveats_with(digests):
-        root = tmp_path / "-".join("+".join(map(str, d)) for d in digests)
-        compare(root, cells(), cells())
-        for run_id, digest in zip(("A", "B"), digests):
-            manifest = json.loads((root / run_id / "run.json").read_text())
-            manifest["sessions"] = [{"collector_source_sha1": d} for d in digest]
-            (root / run_id / "run.json").write_text(json.dumps(manifest))
-        runs = {r.run_id: r for r in discover_runs(root)}
-        loaded = load(list(runs.values()))
-        prepare(loaded)
-        return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x").caveats
+        def edit(run_id, manifest):
+            manifest["sessions"] = [{"collector_source_sha1": d} for d in digests[run_id == "B"]]
+        return _edited_pair(tmp_path, "-".join("+".join(map(str, d)) for d in digests), edit).caveats
 
     said = [c for c in caveats_with((["aaaa"], ["bbbb", "cccc"])) if c.startswith("Collected by different")]
     assert len(said) == 1 and "source hash A aaaa, B bbbb, cccc" in said[0]
@@ -286,19 +301,13 @@ def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
     caveat names both and the environment table shows them; the same settings say nothing; beside a run
     that did not record them (older runs), settings the other run had are named as such."""
     def report_with(settings):
-        root = tmp_path / "-".join(str(x) for x in settings).replace("=", "_").replace(" ", "_")
-        compare(root, cells(), cells())
-        for run_id, value in zip(("A", "B"), settings):
-            manifest = json.loads((root / run_id / "run.json").read_text())
+        def edit(run_id, manifest):
+            value = settings[run_id == "B"]
             if value is None:
                 manifest["environment"].pop("compile_env", None)
             else:
                 manifest["environment"]["compile_env"] = value
-            (root / run_id / "run.json").write_text(json.dumps(manifest))
-        runs = {r.run_id: r for r in discover_runs(root)}
-        loaded = load(list(runs.values()))
-        prepare(loaded)
-        return build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=100, now="x")
+        return _edited_pair(tmp_path, "-".join(str(x) for x in settings).replace("=", "_").replace(" ", "_"), edit)
 
     rep = report_with(("", "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1"))
     said = [c for c in rep.caveats if c.startswith("The runs had other torch.compile settings")]
