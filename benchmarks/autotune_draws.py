@@ -13,8 +13,9 @@ configuration chosen for each kernel matching a --kernel pattern (kernel names c
 per-compile index, which differs between versions: hence patterns). With --slow, groups the
 compiles by whether any matched kernel chose that configuration and prints each group's step-time
 range and count per torch (with two torches, a Fisher exact test of the counts and each group's change
-between the torches, like draw against like, with Welch's interval): docs/findings-versions.md, "A
-sixth lease" and "A seventh lease", quote its output.
+between the torches, like draw against like, with Welch's interval; --by run groups by run folder
+instead, for an A/A or planted pair of one torch): docs/findings-versions.md, "A sixth lease" and "A
+seventh lease", and docs/measurement.md, "Thirteenth H200 session", quote its output.
 With --timings, also the autotuner's own timing of every candidate of each matched kernel, read from
 the cell log of a run collected with TORCH_LOGS=+torch._inductor.runtime.triton_heuristics (Inductor's
 "Benchmark all input configs" lines, one log section a process), and a summary per kernel: how far
@@ -114,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--kernel", action="append", default=[], help="regular expression on kernel names (repeatable)")
     p.add_argument("--slow", help="a launch configuration, e.g. 'XBLOCK=512 num_warps=8': group by it")
+    p.add_argument("--by", choices=("torch", "run"), default="torch",
+                   help="group the compiles by torch version (default) or by run folder: two runs of one torch "
+                        "are the like-for-like comparison's A/A and planted check")
     p.add_argument("--timings", action="store_true",
                    help="also the autotuner's timing of each candidate (cell logs with Inductor's autotuning log)")
     args = p.parse_args(argv)
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                         gaps.setdefault(re.sub(r"_\d+$", "_N", kernel), []).append((b - a) / a * 100)
         if args.slow:
             slow = any(v.startswith(args.slow) for v in chosen.values())
-            groups.setdefault((c["torch"], slow), []).extend([statistics.median(c["ms"])])
+            groups.setdefault((c[args.by], slow), []).extend([statistics.median(c["ms"])])
     if args.timings:
         if not timings:
             print("\nno autotuner timings in the cell logs (collect with "

@@ -62,7 +62,7 @@ def _boot_id() -> str | None:
 
 
 # environment variables that change what torch.compile does or costs (Inductor and Dynamo settings,
-# Triton, the allocator, logging: debug logs slow a compile down), recorded per run so that two runs
+# Triton, the allocator, logging, which can lengthen a compile), recorded per run so that two runs
 # collected under different settings are not compared as if only the torch differed; the per-process
 # cache folders the collector sets and the variable it sets around a fork are not settings
 COMPILE_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_LOGS", "TRITON_", "PYTORCH_",

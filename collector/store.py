@@ -38,11 +38,17 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_MUST_MATCH = ("device", "device_name", "torch_version", "compile_env")
 
 
+RECORDED_LATER = ("compile_env",)  # ENV_MUST_MATCH fields that runs made before 2026-12-02 lack
+
+
 def env_differences(run_env: dict, other: dict) -> list[tuple[str, object, object]]:
-    """(field, the run's value, the other's) for every ENV_MUST_MATCH field that differs; a field the
-    run's environment does not hold at all (an older run) is not compared."""
+    """(field, the run's value, the other's) for every ENV_MUST_MATCH field that differs; a field
+    recorded only since RECORDED_LATER's date is not compared where the run's environment lacks it
+    (an older run), while the others must always match."""
     return [(k, run_env.get(k), other.get(k)) for k in ENV_MUST_MATCH
-            if (k in run_env or k != "compile_env") and run_env.get(k) != other.get(k)]
+            if (k in run_env or k not in RECORDED_LATER) and run_env.get(k) != other.get(k)]
+
+
 PROTOCOL_MUST_MATCH = tuple(s.name for s in SETTINGS if s.must_match)  # collector.matrix.SETTINGS
 
 BEFORE = PROTOCOL_BEFORE  # what a run made before a protocol key existed did (collector.contract)

@@ -417,3 +417,37 @@ def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the
     assert calls(planted[:2], "comparison") == (2, 6) and calls(planted[2:4], "comparison") == (3, 4)
     assert calls(planted[4:], "comparison") == (3, 4)
     assert calls(planted[:2], "pooled")[0] >= 2
+
+
+def test_the_like_for_like_change_calls_nothing_in_an_aa_pair_and_finds_a_planted_5_percent(tmp_path):
+    """autotune_draws.py --by run: the change between two runs among the compiles of one draw. A/A: cp-a
+    against cp-b (one torch, one machine, every process compiled cold): the interval holds 0. Planted:
+    mt14-1 against a copy with every compiled sample x1.05: +5.0%, the interval holds 5 and not 0
+    (docs/measurement.md, "Thirteenth H200 session")."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def like(*runs):
+        out = subprocess.run([sys.executable, "benchmarks/autotune_draws.py", "moe__infer__amp_bf16__bs8__reduce-overhead__model",
+                              "--kernel", "triton_poi_fused__to_copy_[89]$", "--kernel", "triton_poi_fused_gelu_[0-9]+$",
+                              "--slow", "XBLOCK=512 num_warps=8", "--by", "run", *map(str, runs)], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        line = next(x for x in out.splitlines() if "among the compiles that did not" in x)
+        point = float(line.split(": ")[1].split("%")[0])
+        lo, hi = (float(v) for v in line.split("(")[1].split("%,")[0].split(" to "))
+        return point, lo, hi
+
+    ex = ROOT / "data" / "examples"
+    point, lo, hi = like(ex / "cp-a", ex / "cp-b")
+    assert lo < 0 < hi and abs(point) < 2
+    planted = tmp_path / "mt14-1p5"
+    shutil.copytree(ex / "mt14-1", planted)
+    cell = planted / "cells" / "moe__infer__amp_bf16__bs8__reduce-overhead__model.parquet"
+    t = pq.read_table(cell)
+    rows = t.to_pylist()
+    rows[0]["compiled_step_ms"] = [v * 1.05 for v in rows[0]["compiled_step_ms"]]
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), cell)
+    point, lo, hi = like(ex / "mt14-1", planted)
+    assert abs(point - 5.0) < 0.05 and 0 < lo < 5 < hi
