@@ -9,7 +9,7 @@ KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES 
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN PLANT_COMPILE BASELINE \
   CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
-  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH
+  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -59,7 +59,7 @@ REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BA
   $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
-.PHONY: help collect collect-status collect-cancel merge report gate test test-fast bench reliability clean-reports
+.PHONY: help collect confirm collect-status collect-cancel merge report gate test test-fast bench reliability clean-reports
 RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or hanging or sigterm or concurrent or unwritable \
   or partial_file or compile_failure or nan_output or bad_input or malformed or bad_files or hostile or escapes \
   or crashed_cell or stop_after or dry_run
@@ -94,6 +94,9 @@ help: ## list the targets
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other leases: which"
 	@echo "                   called changes repeat in every pair; with one CANDIDATE)"
+	@echo "  suites:          make collect PRESET=suites|timm|huggingface|builtin (screen: 1 process a cell), then"
+	@echo "                   make confirm BASELINE=<screen A> CANDIDATE=<screen B> [AA=<X>:<Y>|THRESHOLD=10%] (docs/suites.md)"
+	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
@@ -110,10 +113,22 @@ $(VENV)/.collect-deps: $(VENV)/.report-deps
 	@$(VENV)/bin/pip install -q "torch==$(TORCH)" "nvidia-ml-py>=12" "submitit>=1.5" || { \
 	  echo "error: pip cannot install torch==$(TORCH) here; what pip offers:"; \
 	  $(VENV)/bin/pip index versions torch 2>/dev/null | grep -v WARNING | head -3; exit 2; }
+	@# the model sources (docs/models.md): transformers for hf: models; timm and the torchvision that pairs with
+	@# this torch (2.N -> 0.N+15) for timm: models, kept only where they import (the CPU build 2.13.0 has none)
+	@$(VENV)/bin/pip install -q "transformers==5.23.0" || echo "note: transformers did not install: hf: models will be skipped rows"
+	@minor=$$($(VENV)/bin/python -c 'import torch; print(torch.__version__.split(".")[1])'); \
+	  $(VENV)/bin/pip install -q "torchvision==0.$$((minor + 15)).*" "timm==1.0.31" >/dev/null 2>&1; \
+	  $(VENV)/bin/python -c 'import timm' 2>/dev/null || { $(VENV)/bin/pip uninstall -q -y timm torchvision >/dev/null 2>&1; \
+	  echo "note: timm does not import beside torch $(TORCH) here (no matching torchvision): timm: models will be skipped rows; TORCH=2.14.1 has both"; }
 	touch $@
 
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)
 	$(PY) -m collector $(COLLECT_ARGS)
+
+confirm: $(COLLECT_DEPS) ## re-measure (PROCESSES, default 3) the cells of two screens that moved: BASELINE= CANDIDATE= [AA=X:Y|THRESHOLD=10%] [RUN=] [DRY=1]
+	$(PY) -m analysis confirm --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" --out "$(RUNS)" \
+	  --processes "$(or $(PROCESSES),3)" $(call opt,--threshold,$(THRESHOLD)) $(call opt,--aa,$(AA)) $(call opt,--run,$(RUN)) \
+	  $(if $(DRY),--dry-run)
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }

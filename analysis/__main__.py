@@ -61,6 +61,10 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["confirm"]:  # python -m analysis confirm --baseline A --candidate B (analysis/screen.py)
+        from analysis import screen
+
+        return screen.main(argv[1:])
     if argv[:1] == ["gate"]:  # python -m analysis gate --baseline A --candidate B --max-regression 5%
         from analysis import gate
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from analysis import changes, kernels, pair_estimates, repeats
 from analysis import estimates as est
-from analysis import stats
+from analysis import stats, suites
 
 from analysis.context import ENV_FIELDS
 from analysis.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
@@ -124,6 +124,9 @@ class CompareReport:
     repeat_pairs: list = field(default_factory=list)  # repeats.RepeatPair: this pair first, then --repeat's
     repeat_rows: list = field(default_factory=list)  # repeats.RepeatRow per change called in any pair
     kernel_rows: list = field(default_factory=list)  # kernels.PairRow per side of cells profiled in both runs
+    suites: list = field(default_factory=list)  # suites.SuiteChange per suite, phase and mode (real-model runs)
+    newly_failing: list = field(default_factory=list)  # suites.StatusChange: ok in A, failed in B
+    newly_passing: list = field(default_factory=list)  # suites.StatusChange: failed in A, ok in B
 
 
 def _env_value(v) -> str:
@@ -352,7 +355,13 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         if shared:
             caveats.append(f"The pair(s) {', '.join(shared)} share a machine with an earlier pair: what repeats there "
                            "repeats on one machine, not across machines of its kind.")
+    rows_a, rows_b = (con.execute(sql("cells_of_run"), {"run_id": r.run_id}).df().replace({np.nan: None})
+                      .to_dict("records") for r in (a, b))
+    shown = suites.has_suites(rows_a) or suites.has_suites(rows_b)
+    newly_failing, newly_passing = suites.status_changes(rows_a, rows_b) if shown else ([], [])
     return CompareReport(
+        suites=suites.compare_rows(rows_a, rows_b, min_effect) if shown else [],
+        newly_failing=newly_failing, newly_passing=newly_passing,
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         mismatch=mismatch, headline=headline_notes + headline, summary=summary, transitions=transitions,

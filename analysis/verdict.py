@@ -38,6 +38,7 @@ class Verdict:
     caveats: list[str] = field(default_factory=list)
     chart_rows: list[dict] = field(default_factory=list)  # every ok cell: group, speedup, interval, verdict
     slower: list[str] = field(default_factory=list)  # every slower-compiled cell, slowest first (summary.md)
+    suites: list = field(default_factory=list)  # analysis.suites.SuiteRow per suite, phase and mode (real-model runs)
 
 
 def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str, str]:

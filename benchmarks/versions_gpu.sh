@@ -4,7 +4,11 @@
 #                                                        benchmarks/carry_groups.py VERSION...), put each VERSION's into
 #                                                        .whl/torch-VERSION by its MANIFEST-VERSION and install it
 #                                                        (benchmarks/torch-stack install) unless installed already
-#   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions under every interpreter PY, interleaved
+#   bash benchmarks/versions_gpu.sh wheels               install the wheels carried under .whl/site/ (transformers and
+#                                                        what the image lacks for it) into /tmp/site, which every stage
+#                                                        then puts first on PYTHONPATH, for every interpreter alike
+#   bash benchmarks/versions_gpu.sh release RUN SECONDS PY... PRESET=versions (PRESET= in the environment for another,
+#                                                        e.g. suites) under every interpreter PY, interleaved
 #                                                        cell by cell; start no cell after SECONDS (the same call resumes);
 #                                                        CELLS='<pattern>,...' in the environment narrows the matrix (make
 #                                                        reads it), as the third lease did (docs/measurement.md)
@@ -48,7 +52,11 @@ if [ -n "${OUT:-}" ]; then
 else
   trap pack EXIT
 fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 case $stage in
+  wheels)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/site/*.whl \
+      && PYTHONPATH=/tmp/site python3 -c 'import transformers; print("transformers", transformers.__version__)' ;;
   install)
     pool=.whl/pool; mkdir -p $pool
     for g in .carry/g*/; do [ -d "$g" ] && find "$g" -type f -exec mv {} $pool/ \; ; done
@@ -62,7 +70,7 @@ case $stage in
     done ;;
   release)
     run=$1 secs=$2; shift 2
-    make collect PYTHON=python3 PRESET=versions RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
+    make collect PYTHON=python3 PRESET="${PRESET:-versions}" RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
   aa)
     run=$1 secs=$2 cells=$3
     venv=/tmp/venv-image
@@ -92,7 +100,7 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac

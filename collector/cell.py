@@ -19,6 +19,7 @@ from pathlib import Path
 from collector import childlog
 from collector.childlog import _partial, log
 # the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
+from collector.models import ModelBuildError
 from collector.sides import ExportError
 from collector.stages import Stage, measure
 
@@ -45,6 +46,8 @@ def classify(exc: BaseException, stage: str) -> str:
         return "export_error"
     if isinstance(exc, MemoryError) or looks_like_oom(text):
         return "oom"
+    if isinstance(exc, ModelBuildError):
+        return "build_error"
     if stage == "compile":
         return "compile_error"
     return "runtime_error"

@@ -50,6 +50,27 @@ def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, c
     return "__".join(_SAFE.sub("-", str(p)) for p in parts)
 
 
+SOURCE_PREFIXES = ("timm", "hf")
+SUITES = {"timm": "timm", "hf": "huggingface", "user": "user", None: "builtin"}
+
+
+def model_source(ref: str) -> str | None:
+    """Where a model reference comes from: 'timm', 'hf', 'user' (module.path:function or
+    file.py:function) or None (a built-in model: `name` or `name:k=v,...`)."""
+    head, _, rest = str(ref).partition(":")
+    if head in SOURCE_PREFIXES:
+        return head
+    second = rest.partition(":")[0]
+    if head.endswith(".py") or "/" in head or "." in head or (rest and "=" not in second and second.isidentifier()):
+        return "user"
+    return None
+
+
+def suite_of(model: str) -> str:
+    """The suite a row's model belongs to: timm, huggingface, user or builtin."""
+    return SUITES[model_source(model)]
+
+
 LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol as TypingProtocol
 
 from collector import envinfo, shard
+from collector.models.check import check_in
 from collector import matrix as mx
 from collector.launch import ForkLauncher, SubprocessLauncher
 from collector.runner import Target, collect_targets
@@ -192,6 +193,8 @@ class LocalExecutor:
             matrix = req.matrix(preset)
             print(f"preset auto -> {preset} ({env['device']})")
         envs = [env] + [probe_env(path, env["device"]) for _, path in req.pythons[1:]]
+        for _, path in req.pythons:  # timm/hf/user names, in each interpreter that measures them
+            check_in(path, [c.model for c in matrix.cells])
         labels = target_labels([label for label, _ in req.pythons], envs)
         run_ids = self.run_ids(req, matrix, envs, labels)
         unknown = sorted(set(req.plant_on or []) - set(labels))
@@ -248,6 +251,7 @@ class SlurmExecutor:
                              "EXECUTOR=slurm takes one")
         python = req.pythons[0][1]
         env = _submit_env(python, req.device or matrix.device)
+        check_in(python, [c.model for c in matrix.cells])
         opts = req.slurm
         settings = slurm.settings_from(opts, env["device"])
         run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)

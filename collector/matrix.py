@@ -87,7 +87,7 @@ SETTINGS = (
 )
 # protocol key -> (type, minimum, maximum), for validation
 PROTOCOL = {s.name: (s.kind, s.lo, s.hi) for s in SETTINGS}
-TOP_KEYS = ("description", "device", "include") + AXES + tuple(PROTOCOL)
+TOP_KEYS = ("description", "device", "include", "combine") + AXES + tuple(PROTOCOL)
 MAX_BATCH = 1 << 16
 
 
@@ -237,6 +237,21 @@ def _expand(table: dict, where: str) -> list[Cell]:
     return cells
 
 
+def _combined(raw: dict, overrides: dict, where: str) -> list[Cell]:
+    """The cells of the presets a `combine = [...]` names, in order (a suite of suites: the protocol
+    and device are this preset's own; axis overrides apply to each)."""
+    names = _as_list("combine", raw["combine"], where)
+    cells = []
+    for name in names:
+        if name == Path(where.split("'")[1]).stem:
+            raise MatrixError(f"{where}: combine names the preset itself")
+        part_name, part = load_preset(name)
+        if "combine" in part:
+            raise MatrixError(f"{where}: combine names {part_name!r}, which combines presets itself")
+        cells.extend(build_matrix(name, {k: v for k, v in overrides.items() if k in AXES}).cells)
+    return cells
+
+
 def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix:
     """Validate preset + overrides into a Matrix; raises MatrixError with the valid choices.
 
@@ -269,8 +284,10 @@ def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix
             raise MatrixError(f"{where}: {key} must be {span}, got {value!r}")
         proto[key] = value
     axis_overrides = {k: v for k, v in overrides.items() if k in AXES}
+    cells = _combined(raw, overrides, where) if "combine" in raw else []
     base = {k: v for k, v in raw.items() if k in AXES} | axis_overrides
-    cells = _expand(base, where)
+    if "combine" not in raw or any(k in raw for k in AXES):
+        cells += _expand(base, where)
     includes = raw.get("include", [])
     if not isinstance(includes, list):
         raise MatrixError(f"{where}: include must be an array of tables ([[include]])")

@@ -27,7 +27,7 @@ def _setup(job):
     torch.backends.cuda.matmul.allow_tf32 = proto.tf32
     torch.backends.cudnn.allow_tf32 = proto.tf32
     name, opts = models.parse_ref(cell.model)
-    built = models.spec(name).build(cell.batch_size, opts)
+    built = models.build(name, cell.batch_size, opts)
     dev = torch.device(job.device)
     module = built.module.to(dev)
     inputs = [x.to(dev) for x in built.inputs]

@@ -45,7 +45,7 @@ def _recompile_sweep(torch, job, dev, inputs, float_inputs, compiled_step, clock
     times = []
     try:
         for bs in sizes:
-            built = models.spec(name).build(bs, opts)
+            built = models.build(name, bs, opts)
             new = [x.to(dev) for x in built.inputs]
             if cell.dtype in ("bfloat16", "float16"):
                 low = getattr(torch, cell.dtype)

@@ -16,6 +16,7 @@ import pytest
 
 from collector.launch import LauncherBase
 from collector.faults import MATRIX, fake_python, signal_and_resume
+from collector import contract
 from collector import matrix as mx
 from collector import runner, stop
 from collector.__main__ import main as collector_main
@@ -58,11 +59,14 @@ def test_model_options_with_commas_work_on_the_command_line():
 
 def test_every_model_example_in_the_readme_builds_a_matrix():
     readme = (ROOT / "README.md").read_text()
-    examples = set(re.findall(r"MODELS=([\w:=,.-]+)", readme)) | set(re.findall(r"`(gpt:[\w=,]+)`", readme))
+    examples = set(re.findall(r"MODELS=([\w:=,./-]+)", readme)) | set(re.findall(r"`(gpt:[\w=,]+)`", readme))
     assert "mlp,gpt:layers=2,seq_len=128" in examples
+    assert {"examples/user_model.py:build", "hf:BertForMaskedLM:num_hidden_layers=2,seq_len=64",
+            "timm:resnet10t:image_size=64"} <= examples  # the three sources beside the built-in models
     for text in examples:
         m = mx.build_matrix("smoke", {"models": parse_models(text)})
-        assert all(c.model.split(":")[0] in {"mlp", "gpt", "moe", "gnn"} for c in m.cells)
+        assert all(c.model.split(":")[0] in {"mlp", "gpt", "moe", "gnn"} or contract.model_source(c.model)
+                   for c in m.cells), text
     m = mx.build_matrix("smoke", {"models": parse_models("gpt:layers=2,seq_len=128"), "phases": ["infer"],
                                   "modes": ["default"]})
     assert [c.model for c in m.cells] == ["gpt:layers=2,seq_len=128"]

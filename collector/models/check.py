@@ -1,0 +1,87 @@
+"""Check sourced model names in the interpreter that will measure them, before any cell runs.
+
+    python -m collector.models.check REF [REF ...]   # prints {"unknown": [...], "missing": {...}}
+
+`unknown`: one message per reference whose name its source does not know, with the closest valid
+names (timm's model list, transformers' classes, the user module's functions). `missing`: the
+packages a source needs that this interpreter cannot import ({package: [refs]}); those cells become
+`skipped` rows. A user module that fails to import is not judged here: its cells become build_error
+rows naming the function, as any failure of the user's code does.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import sys
+
+from collector.models import sources
+
+
+def check(refs: list[str]) -> dict:
+    unknown, missing = [], {}
+    for ref in refs:
+        name, opts = sources.parse(ref)
+        kind = sources.kind_of(name)
+        needs = {"timm": "timm", "hf": "transformers"}.get(kind)
+        if needs and importlib.util.find_spec(needs) is None:
+            missing.setdefault(needs, []).append(ref)
+            continue
+        try:
+            if kind == "timm":
+                _check_timm(name.partition(":")[2])
+            elif kind == "hf":
+                from collector.models import hf_source
+                hf_source.make_config(hf_source.model_class(name.partition(":")[2]), opts)
+            else:
+                try:
+                    sources.load_user_function(name)
+                except LookupError:
+                    raise
+                except Exception:
+                    pass  # the user's module itself fails: a build_error row per cell says how
+        except ImportError as exc:  # timm without torchvision, transformers without its needs
+            missing.setdefault(f"{needs} ({type(exc).__name__}: {exc})"[:300], []).append(ref)
+        except (LookupError, ValueError) as exc:
+            unknown.append(f"model {ref!r}: {exc}")
+    return {"unknown": unknown, "missing": missing}
+
+
+def _check_timm(name: str) -> None:
+    import timm
+
+    base = name.partition(".")[0]  # a pretrained tag (convnextv2_nano.fcmae_ft_in22k_in1k) names a config
+    known = timm.list_models()
+    if base not in known:
+        close = difflib.get_close_matches(base, known, n=5, cutoff=0.6)
+        raise LookupError(f"timm {timm.__version__} has no model {base!r}"
+                          + (f"; closest: {', '.join(close)}" if close else
+                             f"; timm.list_models() names {len(known)}, e.g. resnet50, convnext_tiny, vit_base_patch16_224"))
+
+
+def check_in(python: str, refs: list[str]) -> None:
+    """Run `check` in the measuring interpreter `python` (the parent imports no torch). Raises
+    ValueError naming every unknown model with the closest names; prints which cells will be
+    skipped for a package that interpreter lacks. Nothing to do for built-in models alone."""
+    import subprocess
+
+    sourced = sorted({r for r in refs if sources.kind_of(r)})
+    if not sourced:
+        return
+    proc = subprocess.run([python, "-m", "collector.models.check", *sourced], cwd=sources.PROJECT_ROOT,
+                          capture_output=True, text=True)
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise ValueError(f"checking the model names with {python} failed: "
+                         f"{(proc.stderr or proc.stdout).strip()[-600:]}") from None
+    for package, which in found["missing"].items():
+        print(f"note: {python} cannot import {package}: {len(which)} model(s) will be skipped rows "
+              f"({', '.join(which[:4])}{', ...' if len(which) > 4 else ''}); docs/models.md says what to install",
+              file=sys.stderr)
+    if found["unknown"]:
+        raise ValueError("unknown model name(s), checked with " + python + ":\n  " + "\n  ".join(found["unknown"]))
+
+
+if __name__ == "__main__":
+    print(json.dumps(check(sys.argv[1:])))

@@ -1,0 +1,138 @@
+"""`hf:<ModelClass>`: a Hugging Face transformers model built from its config class's defaults, with
+random weights and synthetic inputs: no download, no tokenizer (runs in the cell process).
+
+As PyTorch's own Hugging Face suite builds its models: `ModelClass(ModelClass.config_class())`,
+random token ids of the config's vocabulary (or random pixel values of its image size), and labels
+where the class has a head that takes them, so the model computes its own loss; a class without one
+(a base model) is trained on the mean of its output. Dropout and layer drop are set to 0 unless an
+option asks otherwise: random masks would make eager and compiled outputs differ beyond tolerance.
+"""
+from __future__ import annotations
+
+from collector.models.base import Built
+
+OWN = ("seq_len", "image_size")  # options read here; the rest override fields of the config
+SEQ_LEN = 512  # tokens, or the model's own limit where that is shorter
+TOKEN_LABELS = ("ForMaskedLM", "ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForPreTraining")
+
+
+def model_class(name: str):
+    """The transformers class `name`; LookupError with the closest class names if there is none."""
+    import transformers
+
+    cls = getattr(transformers, name, None) if name.isidentifier() else None
+    if cls is None or not isinstance(cls, type) or getattr(cls, "config_class", None) is None:
+        import difflib
+
+        classes = [n for n in dir(transformers) if ("For" in n or n.endswith("Model")) and n[:1].isupper()]
+        close = difflib.get_close_matches(name, classes, n=5, cutoff=0.6)
+        raise LookupError(f"transformers {transformers.__version__} has no model class {name!r}"
+                          + (f"; closest: {', '.join(close)}" if close else
+                             f" (e.g. BertForMaskedLM, GPT2LMHeadModel, T5ForConditionalGeneration, "
+                             f"ViTForImageClassification)"))
+    return cls
+
+
+def make_config(cls, opts: dict):
+    """The config class's defaults, dropout off, then the options that name config fields."""
+    config = cls.config_class()
+    for key, value in list(vars(config).items()):
+        if isinstance(value, float) and ("dropout" in key or "layerdrop" in key) and key not in opts:
+            setattr(config, key, 0.0)
+    for key, value in opts.items():
+        if key in OWN and not (key == "image_size" and hasattr(config, key)):  # a vision config's own size
+            continue
+        if not hasattr(config, key):
+            raise ValueError(f"{cls.config_class.__name__} has no field {key!r} (options other than "
+                             f"{', '.join(OWN)} set fields of the model's config)")
+        setattr(config, key, value)
+    name = cls.__name__
+    if name.endswith("ForCausalLM") and getattr(config, "is_decoder", True) is False and "is_decoder" not in opts:
+        config.is_decoder = True  # an encoder family's causal-LM head (Electra, Bert, Roberta) asks for it
+    if name.endswith("ForSequenceClassification") and getattr(config, "pad_token_id", 0) is None:
+        config.pad_token_id = 0  # GPT-2 and its kin refuse a batch of more than one without it
+    return config
+
+
+def _seq_len(config, opts: dict) -> int:
+    limits = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions", "max_seq_len")]
+    if "roberta" in str(getattr(config, "model_type", "")):  # positions start after the padding index
+        limits = [v - int(config.pad_token_id or 0) - 1 if isinstance(v, int) else v for v in limits]
+    limits = [v for v in limits if isinstance(v, int) and v > 0]
+    return int(opts.get("seq_len") or min([SEQ_LEN] + limits))
+
+
+def build(name: str, batch_size: int, opts: dict) -> Built:
+    import torch
+
+    cls = model_class(name)
+    config = make_config(cls, opts)
+    model = cls(config)
+    names, inputs, float_inputs = [], [], []
+    main = getattr(model, "main_input_name", "input_ids")
+    if main == "pixel_values":
+        size = int(opts.get("image_size") or getattr(config, "image_size", 224))
+        names.append("pixel_values")
+        inputs.append(torch.randn(batch_size, getattr(config, "num_channels", 3), size, size))
+        float_inputs.append(0)
+    else:
+        seq, vocab = _seq_len(config, opts), int(config.vocab_size)
+        names.append("input_ids")
+        inputs.append(torch.randint(0, vocab, (batch_size, seq)))
+        if getattr(config, "is_encoder_decoder", False):
+            names.append("decoder_input_ids")
+            inputs.append(torch.randint(0, vocab, (batch_size, seq)))
+    label = _labels(name, config, batch_size, inputs)
+    for key, value in label.items():
+        names.append(key)
+        inputs.append(value)
+    module = Step(model, tuple(names))
+    if label:
+        def loss(out, target):
+            return out[0]  # the model's own loss
+    else:
+        def loss(out, target):
+            return out[0].float().mean()
+    return Built(module, tuple(inputs), torch.zeros(()), loss, tuple(float_inputs))
+
+
+def _labels(name: str, config, batch_size: int, inputs: list) -> dict:
+    """Labels for the head the class has (none for a base model)."""
+    import torch
+
+    classes = int(getattr(config, "num_labels", 2) or 2)
+    if name.endswith(TOKEN_LABELS) and inputs[-1].dtype == torch.long:
+        return {"labels": torch.randint(0, int(config.vocab_size), tuple(inputs[-1].shape))}
+    if name.endswith(("ForSequenceClassification", "ForImageClassification")):
+        return {"labels": torch.randint(0, classes, (batch_size,))}
+    if name.endswith("ForTokenClassification"):
+        return {"labels": torch.randint(0, classes, tuple(inputs[0].shape))}
+    if name.endswith("ForQuestionAnswering"):
+        seq = inputs[0].shape[1]
+        return {"start_positions": torch.randint(0, seq, (batch_size,)),
+                "end_positions": torch.randint(0, seq, (batch_size,))}
+    return {}
+
+
+def _step_class():
+    import torch
+
+    class Step(torch.nn.Module):
+        """Calls the model with its inputs by name; returns (loss, logits) or (first output,)."""
+
+        def __init__(self, model, names):
+            super().__init__()
+            self.model, self.names = model, names
+
+        def forward(self, *xs):
+            out = self.model(**dict(zip(self.names, xs)))
+            first = getattr(out, "logits", None)
+            if first is None:
+                first = out.to_tuple()[0] if hasattr(out, "to_tuple") else out[0]
+            loss = getattr(out, "loss", None)
+            return (loss, first) if loss is not None else (first,)
+    return Step
+
+
+def Step(model, names):  # noqa: N802 (a class made on first use: this module must import without torch)
+    return _step_class()(model, names)

@@ -1,0 +1,240 @@
+"""Model sources beyond the built-in files: timm:, hf: and the user's own build function (collector/models/)."""
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from collector import cell, models
+from collector import matrix as mx
+from collector.__main__ import main as collector_main
+from collector.models import check, sources
+from conftest import ROOT
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+TINY_BERT = "hf:BertForMaskedLM:num_hidden_layers=1,hidden_size=32,intermediate_size=64,num_attention_heads=2,seq_len=16"
+USER = "examples/user_model.py:build"
+
+
+def _spec(model, phase="infer", mode="default"):
+    from dataclasses import asdict
+    from collector.matrix import Protocol
+
+    p = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
+    return {"kind": "cold", "cell": {"model": model, "phase": phase, "dtype": "float32", "batch_size": 2,
+                                     "mode": mode, "compile_scope": "model"}, "protocol": p, "device": "cpu"}
+
+
+@pytest.mark.parametrize("ref, kind, name, opts", [
+    ("timm:resnet50", "timm", "timm:resnet50", {}),
+    ("timm:vit_base_patch16_224:image_size=160,img_size=160", "timm", "timm:vit_base_patch16_224",
+     {"image_size": 160, "img_size": 160}),
+    ("hf:T5ForConditionalGeneration:num_layers=2,d_model=64", "hf", "hf:T5ForConditionalGeneration",
+     {"num_layers": 2, "d_model": 64}),
+    ("examples/user_model.py:build:width=64,tag=x", "user", "examples/user_model.py:build", {"width": 64, "tag": "x"}),
+    ("my_pkg.models:build", "user", "my_pkg.models:build", {}),
+    ("gpt:layers=2", None, "gpt", {"layers": 2}),
+    ("mlp", None, "mlp", {}),
+])
+def test_references_name_their_source_and_options(ref, kind, name, opts):
+    assert sources.kind_of(ref) == kind
+    got_name, got_opts = models.parse_ref(ref)
+    assert got_name == name
+    assert {k: got_opts[k] for k in opts} == opts
+    # the canonical reference keeps every option of a sourced model, sorted: the cell key
+    if kind:
+        assert models.canonical_ref(got_name, got_opts) == name + (
+            ":" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) if opts else "")
+
+
+@pytest.mark.parametrize("ref, message", [
+    ("timm:", "no timm model named; write timm:<name>"),
+    ("hf::seq_len=3", "no hf model named"),
+    ("no/such/file.py:build", "no file 'no/such/file.py'"),
+    ("examples/user_model.py:build:width", "bad option 'width'"),
+    ("examples/user_model.py:3x", "with the function's name after the colon"),
+])
+def test_bad_references_are_one_clear_error(ref, message):
+    with pytest.raises(mx.MatrixError, match=message):
+        mx.build_matrix("smoke", {"models": [ref]})
+
+
+def test_dry_run_lists_cells_of_all_three_kinds(capsys):
+    rc = collector_main(["--preset", "smoke", "--dry-run", "--modes", "default", "--phases", "infer",
+                         "--models", f"timm:resnet10t:image_size=64,{TINY_BERT},{USER}"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "timm-resnet10t-image_size-64__infer__float32__bs8__default__model" in out
+    assert "hf-BertForMaskedLM-hidden_size-32-intermediate_size-64-num_attention_heads-2-num_hidden_layers-1-seq_len-16__infer" in out
+    assert "examples-user_model.py-build__infer__float32__bs8__default__model" in out
+    assert "3 cells" in out
+
+
+def test_suite_presets_hold_the_issue_sizes_and_combine():
+    timm = mx.build_matrix("timm")
+    hf = mx.build_matrix("huggingface")
+    both = mx.build_matrix("suites")
+    timm_models = {c.model for c in timm.cells}
+    hf_models = {c.model for c in hf.cells}
+    assert len(timm_models) >= 20 and all(m.startswith("timm:") for m in timm_models)
+    assert len(hf_models) >= 12 and all(m.startswith("hf:") for m in hf_models)
+    assert len({c.model for c in both.cells if c.phase == "train"}) >= 10
+    assert [c.cell_id for c in both.cells] == [c.cell_id for c in timm.cells + hf.cells]
+    assert both.protocol.processes == 1 and not both.protocol.warm_compile  # the screening protocol
+    assert {c.model for c in mx.build_matrix("builtin").cells} == set(models.names())
+
+
+def test_a_preset_cannot_combine_itself(tmp_path):
+    loop = tmp_path / "loop.toml"
+    loop.write_text('combine = ["loop"]\n')
+    with pytest.raises(mx.MatrixError, match="unknown preset 'loop'|combine names the preset itself"):
+        mx.build_matrix(str(loop))
+    nested = tmp_path / "nested.toml"
+    nested.write_text('combine = ["suites"]\n')
+    with pytest.raises(mx.MatrixError, match="combines presets itself"):
+        mx.build_matrix(str(nested))
+
+
+def test_a_user_function_that_raises_is_a_build_error_row_naming_it():
+    result = cell.run_cell(_spec("examples/user_model.py:broken"))
+    assert result["status"] == "build_error"
+    assert "the user function examples/user_model.py:broken" in result["error"]
+    assert "fails on purpose" in result["error"]
+
+
+def test_a_user_function_that_returns_something_else_is_a_build_error(tmp_path, monkeypatch):
+    f = tmp_path / "odd.py"
+    f.write_text("def build(batch_size, **opts):\n    return 42\n")
+    with pytest.raises(models.ModelBuildError, match="returned int, not collector.models.Built"):
+        models.build(f"{f}:build", 2, {})
+
+
+def test_out_of_memory_while_building_stays_oom():
+    exc = models.ModelBuildError("building x failed: RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")
+    assert cell.classify(exc, "setup") == "oom"
+    assert cell.classify(models.ModelBuildError("building x failed: KeyError"), "setup") == "build_error"
+
+
+def test_user_model_builds_with_its_options():
+    import torch
+
+    name, opts = models.parse_ref("examples/user_model.py:build:width=24,depth=2")
+    built = models.build(name, 3, opts)
+    out = built.module(*built.inputs)
+    assert out.shape == (3, 10) and built.inputs[0].shape == (3, 24)
+    loss = built.loss(out, built.target)
+    loss.backward()
+    assert math.isfinite(loss.item()) and all(p.grad is not None for p in built.module.parameters())
+    assert isinstance(built.module, torch.nn.Module)
+
+
+def test_check_names_unknown_user_functions_with_the_closest():
+    found = check.check(["examples/user_model.py:buld", USER])
+    assert found["unknown"] == ["model 'examples/user_model.py:buld': examples/user_model.py has no function "
+                                "'buld'; closest: build"]
+
+
+def test_check_names_unknown_timm_models_with_the_closest(monkeypatch):
+    # a stand-in timm module (the CPU build of torch here has no torchvision, which timm needs);
+    # the real timm is checked by test_timm_cells_collect_on_the_cpu
+    fake = types.SimpleNamespace(__version__="0-test", list_models=lambda: ["resnet10t", "resnet50", "convnext_tiny"])
+    monkeypatch.setitem(sys.modules, "timm", fake)
+    monkeypatch.setattr(check.importlib.util, "find_spec", lambda name: object())
+    found = check.check(["timm:resnet_10t", "timm:convnext_tiny.fb_in1k"])
+    assert found["unknown"] == ["model 'timm:resnet_10t': timm 0-test has no model 'resnet_10t'; closest: resnet10t, resnet50"]
+
+
+def test_check_in_refuses_unknown_names_before_any_cell(tmp_path, capsys):
+    rc = collector_main(["--preset", "smoke", "--models", "examples/user_model.py:buld", "--out", str(tmp_path),
+                         "--phases", "infer", "--modes", "default"])
+    assert rc == 2
+    assert "has no function 'buld'; closest: build" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+@pytest.mark.parametrize("ref, names", [
+    (TINY_BERT, ["input_ids", "labels"]),
+    ("hf:T5ForConditionalGeneration:num_layers=1,num_decoder_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16,"
+     "vocab_size=100,seq_len=8", ["input_ids", "decoder_input_ids", "labels"]),
+    ("hf:ViTForImageClassification:num_hidden_layers=1,hidden_size=32,intermediate_size=64,num_attention_heads=2,"
+     "image_size=32,patch_size=8", ["pixel_values", "labels"]),
+    ("hf:ElectraForQuestionAnswering:num_hidden_layers=1,hidden_size=32,intermediate_size=64,num_attention_heads=2,"
+     "embedding_size=32,seq_len=16", ["input_ids", "start_positions", "end_positions"]),
+    ("hf:BertModel:num_hidden_layers=1,hidden_size=32,intermediate_size=64,num_attention_heads=2,seq_len=16",
+     ["input_ids"]),
+])
+def test_hf_models_build_with_their_inputs_labels_and_loss(ref, names):
+    name, opts = models.parse_ref(ref)
+    built = models.build(name, 2, opts)
+    assert built.module.names == tuple(names)
+    out = built.module(*built.inputs)
+    loss = built.loss(out, built.target)
+    assert loss.ndim == 0 and math.isfinite(loss.item())
+    loss.backward()
+    # dropout is off: two calls give the same output (eager and compiled are compared)
+    built.module.train()
+    a, b = built.module(*built.inputs), built.module(*built.inputs)
+    assert all((x == y).all() for x, y in zip(a, b))
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_hf_unknown_classes_and_config_fields_name_the_valid_ones():
+    found = check.check(["hf:BertForMaskLM", "hf:BertModel:hidden_sise=3", TINY_BERT])
+    assert found["missing"] == {}
+    assert len(found["unknown"]) == 2
+    assert "no model class 'BertForMaskLM'; closest: BertForMaskedLM" in found["unknown"][0]
+    assert "BertConfig has no field 'hidden_sise'" in found["unknown"][1]
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_hf_and_user_cells_collect_on_the_cpu(tmp_path):
+    """A real collect with inductor: ok rows with speedups for a tiny BERT and the user's model, and a
+    build_error row for the user function that raises."""
+    rc = collector_main(["--preset", "smoke", "--models", f"{TINY_BERT},{USER},examples/user_model.py:broken",
+                         "--phases", "infer", "--modes", "default", "--batch-sizes", "2", "--processes", "1",
+                         "--warm-compile", "0", "--blocks", "2", "--run-id", "src", "--out", str(tmp_path)])
+    assert rc == 0
+    import pyarrow.parquet as pq
+
+    rows = {r["model"]: r for f in (tmp_path / "src" / "cells").glob("*.parquet")
+            for r in pq.read_table(f).to_pylist()}
+    bert = next(r for m, r in rows.items() if m.startswith("hf:BertForMaskedLM"))
+    assert bert["status"] == "ok" and bert["compiled_step_ms"] and bert["eager_step_ms"]
+    assert rows[USER]["status"] == "ok" and rows[USER]["compiled_step_ms"]
+    assert rows["examples/user_model.py:broken"]["status"] == "build_error"
+    assert "examples/user_model.py:broken" in rows["examples/user_model.py:broken"]["error"]
+
+
+def _timm_python():
+    """An interpreter here that imports timm (the CPU build 2.13.0 has no torchvision: .ci/run builds
+    .venv-torch-2.14.1 with torchvision and timm for this test)."""
+    for cand in (os.environ.get("TCB_TIMM_PYTHON"), str(ROOT / ".venv-torch-2.14.1" / "bin" / "python"), sys.executable):
+        if cand and os.path.exists(cand) and subprocess.run([cand, "-c", "import timm"], capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
+@pytest.mark.compile
+def test_timm_cells_collect_on_the_cpu(tmp_path):
+    python = _timm_python()
+    if python is None:
+        if os.environ.get("TCB_REQUIRE_TIMM") == "1":
+            pytest.fail("no interpreter here imports timm (TCB_REQUIRE_TIMM=1)")
+        pytest.skip("no interpreter here imports timm (make collect-deps TORCH=2.14.1 installs one)")
+    proc = subprocess.run([python, "-m", "collector", "--preset", "smoke", "--models", "timm:resnet10t:image_size=32",
+                           "--phases", "infer,train", "--modes", "default", "--batch-sizes", "2", "--processes", "1",
+                           "--warm-compile", "0", "--blocks", "2", "--run-id", "t", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import pyarrow.parquet as pq
+
+    rows = [r for f in (tmp_path / "t" / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert sorted(r["phase"] for r in rows) == ["infer", "train"]
+    assert all(r["status"] == "ok" and r["compiled_step_ms"] and r["model"] == "timm:resnet10t:image_size=32"
+               for r in rows), [(r["model"], r["status"], r["error"]) for r in rows]

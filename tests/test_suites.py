@@ -1,0 +1,118 @@
+"""Suite-level figures (analysis/suites.py) and the screen's choice of cells to confirm (analysis/screen.py)."""
+import math
+
+import pytest
+
+from analysis import screen, suites
+from collector.contract import suite_of
+
+
+def _row(model, status="ok", speedup=2.0, cold=10.0, mem=0.8, phase="infer", mode="default", cid=None, error=None):
+    return {"cell_id": cid or f"{model}__{phase}__{mode}", "model": model, "phase": phase, "mode": mode, "processes": 3,
+            "dtype": "amp_bf16", "batch_size": 8, "compile_scope": "model", "status": status,
+            "speedup": speedup if status == "ok" else None, "first_call_compiled_s": cold if status == "ok" else None,
+            "mem_allocated_ratio": mem if status == "ok" else None, "error": error}
+
+
+@pytest.mark.parametrize("model, suite", [
+    ("timm:resnet50", "timm"), ("hf:BertForMaskedLM:num_hidden_layers=2", "huggingface"),
+    ("examples/user_model.py:build", "user"), ("my_pkg.models:build:width=3", "user"),
+    ("gpt:layers=2", "builtin"), ("mlp", "builtin"),
+])
+def test_each_row_belongs_to_the_suite_of_its_model(model, suite):
+    assert suite_of(model) == suite
+
+
+def test_pass_rate_counts_failures_and_not_skipped_cells():
+    rows = [_row("timm:a", speedup=2.0, cold=10, mem=0.5), _row("timm:b", speedup=8.0, cold=30, mem=2.0),
+            _row("timm:c", status="build_error"), _row("timm:d", status="accuracy_fail"),
+            _row("timm:e", status="skipped"), _row("timm:a", mode="eager", cid="eager-cell")]
+    (row,) = suites.run_rows(rows)
+    f = row.numbers
+    assert (f["attempted"], f["passed"], f["skipped"]) == (4, 2, 1)
+    assert row.pass_rate == "2 of 4 (50%)"
+    assert f["geomean_speedup"] == pytest.approx(4.0)  # sqrt(2 x 8)
+    assert f["cold_compile_median_s"] == 20 and f["cold_compile_total_s"] == 40
+    assert f["memory_ratio"] == pytest.approx(1.0)  # sqrt(0.5 x 2)
+    assert row.failed == "1 accuracy_fail, 1 build_error, 1 skipped (not counted)"
+
+
+def test_suites_are_shown_only_for_runs_with_sourced_models():
+    assert not suites.has_suites([_row("mlp"), _row("gpt:layers=2")])
+    assert suites.has_suites([_row("mlp"), _row("hf:BertModel")])
+    groups = [(r.suite, r.phase) for r in suites.run_rows([_row("mlp"), _row("hf:X"), _row("timm:y", phase="train")])]
+    assert groups == [("huggingface", "infer"), ("timm", "train"), ("builtin", "infer")]
+
+
+def test_newly_failing_and_newly_passing_cells_are_named_with_the_error():
+    a = [_row("timm:a"), _row("timm:b", status="compile_error", error="boom\nmore"), _row("timm:c"),
+         _row("timm:d", status="skipped")]
+    b = [_row("timm:a", status="runtime_error", error="CUDA error: device-side assert\ntrace"), _row("timm:b"),
+         _row("timm:c"), _row("timm:d", status="ok")]
+    fail, passed = suites.status_changes(a, b)
+    assert [(c.cell, c.was, c.now, c.why) for c in fail] == [
+        ("timm:a infer amp_bf16 bs8 default", "ok", "runtime_error", "CUDA error: device-side assert")]
+    assert [(c.cell, c.why) for c in passed] == [("timm:b infer amp_bf16 bs8 default", "boom")]  # skipped: neither
+
+
+def test_suite_speedup_change_is_the_t_interval_over_models_ok_in_both():
+    a = [_row(f"timm:m{i}", speedup=2.0) for i in range(4)]
+    factors = [1.10, 1.12, 1.09, 1.11]
+    b = [_row(f"timm:m{i}", speedup=2.0 * f) for i, f in enumerate(factors)]
+    (row,) = suites.compare_rows(a, b)
+    logs = [math.log(f) for f in factors]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+    half = 3.182446305284263 * sd / 2  # t(0.975, 3 df) x sd / sqrt(4): the closed form
+    n = row.numbers
+    assert n["speedup_change"] == pytest.approx(math.exp(mean))
+    assert (n["speedup_change_lo"], n["speedup_change_hi"]) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
+    assert row.css == "faster" and row.change.startswith("+10.5% (higher; 95% CI")
+    # the same data, one model much noisier: the interval widens past 1 and nothing is called
+    b[0] = _row("timm:m0", speedup=2.0 * 0.7)
+    (row,) = suites.compare_rows(a, b)
+    assert row.css == "unclear" and "not called" in row.change
+    # a screen (one process a cell) never calls, however tight the spread between models
+    b = [_row(f"timm:m{i}", speedup=2.0 * f) | {"processes": 1} for i, f in enumerate(factors)]
+    (row,) = suites.compare_rows(a, b)
+    assert row.css == "unclear" and "a screen: not called" in row.change and row.numbers["speedup_change_lo"] > 1
+
+
+def _pair(cid, ca, cb, sa, sb, status_a="ok", status_b="ok"):
+    return {"cell_id": cid, "model": cid, "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": "default",
+            "compile_scope": "model", "status_a": status_a, "status_b": status_b,
+            "compiled_a": ca, "compiled_b": cb, "speedup_a": sa, "speedup_b": sb}
+
+
+def test_the_screen_confirms_cells_beyond_the_threshold_and_status_changes():
+    pairs = [_pair("still", 10, 10.5, 2.0, 1.95), _pair("slower", 10, 12, 2.0, 1.7),
+             _pair("speedup", 10, 10, 2.0, 2.6), _pair("broke", 10, None, 2.0, None, status_b="compile_error"),
+             _pair("skip", 10, None, 2.0, None, status_b="skipped")]
+    found = screen.moved(pairs, 0.10)
+    assert [(m.cell_id, m.why) for m in found] == [
+        ("slower", "compiled step +20.0%"), ("speedup", "speedup +30.0%"), ("broke", "ok -> compile_error")]
+    assert screen.aa_spread(pairs[:2]) == pytest.approx((0.20, 2.0 / 1.7 - 1))  # the largest change of each quantity
+    # per quantity: a 25% speedup bound leaves the speedup cell out, the compiled bound keeps the slower one
+    assert [m.cell_id for m in screen.moved(pairs, (0.10, 0.35))] == ["slower", "broke"]
+    with pytest.raises(ValueError, match="no compiled cell ok in both"):
+        screen.aa_spread(pairs[3:])
+
+
+def test_the_confirmation_preset_holds_exactly_the_moved_cells():
+    from collector import matrix as mx
+    import tempfile
+    from pathlib import Path
+
+    cells = [_pair("a", 1, 1, 1, 1) | {"model": "mlp", "batch_size": 8},
+             _pair("b", 1, 1, 1, 1) | {"model": "hf:BertModel:num_hidden_layers=1", "batch_size": 4}]
+    manifest = {"device": "cpu", "protocol": {"processes": 1, "warm_compile": False, "blocks": 6,
+                                              "plant_slowdown_pct": 5}}
+    text = screen.confirm_preset(manifest, cells, 3)
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "c.toml"
+        p.write_text(text)
+        m = mx.build_matrix(str(p))
+    assert [(c.model, c.batch_size) for c in m.cells] == [("mlp", 8), ("hf:BertModel:num_hidden_layers=1", 4)]
+    assert m.protocol.processes == 3 and m.protocol.blocks == 6 and m.protocol.plant_slowdown_pct == 0
+    cmd = screen.command(p, "x", Path("out"), "/a/python", "/b/python", manifest["protocol"])
+    assert cmd[-6:] == ["--python", "B=/b/python", "--plant-slowdown", "5", "--plant-on", "B"]
