@@ -43,7 +43,7 @@ class SuiteRow:
     speedup: str  # "1.85x"
     interval: str  # "1.62x-2.11x"
     compile_median: str  # "18.2 s"
-    compile_total: str  # "7.1 min"
+    compile_total: str  # "7.1 min" (always minutes)
     memory_ratio: str  # "0.82x", "-" off CUDA
     failed: str  # "2 build_error, 1 accuracy_fail"
     numbers: dict = field(default_factory=dict, compare=False)
@@ -51,17 +51,17 @@ class SuiteRow:
 
 @dataclass(frozen=True)
 class SuiteChange:
-    """One suite, phase and mode of two runs: each figure A -> B, and the speedup change over models."""
+    """One suite, phase and mode of two runs: each figure A → B, and the speedup change over models."""
 
     suite: str
     phase: str
     mode: str
-    pass_rate: str  # "21/24 -> 22/24"
-    speedup: str  # "1.85x -> 2.10x"
+    pass_rate: str  # "21/24 → 22/24"
+    speedup: str  # "1.85x → 2.10x"
     change: str  # "+13.5% (95% CI +6.1% to +21.4%; 19 models)"
-    compile_median: str  # "18.2 s -> 16.9 s"
-    compile_total: str  # "7.1 min -> 6.6 min"
-    memory_ratio: str  # "0.82x -> 0.80x"
+    compile_median: str  # "18.2 s → 16.9 s"
+    compile_total: str  # "7.1 min → 6.6 min"
+    memory_ratio: str  # "0.82x → 0.80x"
     css: str  # faster / slower / unclear: the speedup change's call
     numbers: dict = field(default_factory=dict, compare=False)
 
@@ -130,9 +130,11 @@ def _x(v) -> str:
 
 
 def _s(v) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.1f} s" if v < 120 else f"{v / 60:.1f} min"
+    return "-" if v is None else f"{v:.1f} s"
+
+
+def _min(v) -> str:  # totals, in one unit whatever their size, so that A -> B reads at a glance
+    return "-" if v is None else f"{v / 60:.1f} min"
 
 
 def _rate(f: dict) -> str:
@@ -151,7 +153,7 @@ def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRo
         if f["skipped"]:
             failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)"]))
         out.append(SuiteRow(suite, phase, mode, _rate(f), _x(f["geomean_speedup"]), interval,
-                            _s(f["cold_compile_median_s"]), _s(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
+                            _s(f["cold_compile_median_s"]), _min(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
                             failed, {"suite": suite, "phase": phase, "mode": mode, **f}))
     return out
 
@@ -196,11 +198,11 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = sta
             change = (f"{100 * (point - 1):+.1f}% ({word}; 95% CI {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%, "
                       f"{len(logs)} models)")
         out.append(SuiteChange(
-            key[0], key[1], key[2], f"{fa['passed']}/{fa['attempted']} -> {fb['passed']}/{fb['attempted']}",
-            f"{_x(fa['geomean_speedup'])} -> {_x(fb['geomean_speedup'])}", change,
-            f"{_s(fa['cold_compile_median_s'])} -> {_s(fb['cold_compile_median_s'])}",
-            f"{_s(fa['cold_compile_total_s'])} -> {_s(fb['cold_compile_total_s'])}",
-            f"{_x(fa['memory_ratio'])} -> {_x(fb['memory_ratio'])}", css,
+            key[0], key[1], key[2], f"{fa['passed']}/{fa['attempted']} → {fb['passed']}/{fb['attempted']}",
+            f"{_x(fa['geomean_speedup'])} → {_x(fb['geomean_speedup'])}", change,
+            f"{_s(fa['cold_compile_median_s'])} → {_s(fb['cold_compile_median_s'])}",
+            f"{_min(fa['cold_compile_total_s'])} → {_min(fb['cold_compile_total_s'])}",
+            f"{_x(fa['memory_ratio'])} → {_x(fb['memory_ratio'])}", css,
             {"suite": key[0], "phase": key[1], "mode": key[2], "a": fa, "b": fb, "paired_models": len(logs),
              "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css}))
     return out

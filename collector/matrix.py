@@ -237,18 +237,17 @@ def _expand(table: dict, where: str) -> list[Cell]:
     return cells
 
 
-def _combined(raw: dict, overrides: dict, where: str) -> list[Cell]:
+def _combined(raw: dict, overrides: dict, name: str, where: str) -> list[Cell]:
     """The cells of the presets a `combine = [...]` names, in order (a suite of suites: the protocol
     and device are this preset's own; axis overrides apply to each)."""
-    names = _as_list("combine", raw["combine"], where)
     cells = []
-    for name in names:
-        if name == Path(where.split("'")[1]).stem:
+    for part in _as_list("combine", raw["combine"], where):
+        if Path(str(part)).stem == name:
             raise MatrixError(f"{where}: combine names the preset itself")
-        part_name, part = load_preset(name)
-        if "combine" in part:
+        part_name, part_raw = load_preset(part)
+        if "combine" in part_raw:
             raise MatrixError(f"{where}: combine names {part_name!r}, which combines presets itself")
-        cells.extend(build_matrix(name, {k: v for k, v in overrides.items() if k in AXES}).cells)
+        cells.extend(build_matrix(part, {k: v for k, v in overrides.items() if k in AXES}).cells)
     return cells
 
 
@@ -284,7 +283,7 @@ def build_matrix(preset: str = "smoke", overrides: dict | None = None) -> Matrix
             raise MatrixError(f"{where}: {key} must be {span}, got {value!r}")
         proto[key] = value
     axis_overrides = {k: v for k, v in overrides.items() if k in AXES}
-    cells = _combined(raw, overrides, where) if "combine" in raw else []
+    cells = _combined(raw, overrides, name, where) if "combine" in raw else []
     base = {k: v for k, v in raw.items() if k in AXES} | axis_overrides
     if "combine" not in raw or any(k in raw for k in AXES):
         cells += _expand(base, where)

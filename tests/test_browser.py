@@ -153,3 +153,44 @@ def test_the_gpu_version_comparison_answers_on_its_first_screen(tmp_path):
     assert alt.startswith("compiled step time change"), alt
     assert bottom <= 900, got  # the whole chart on screen one (849 px down when written)
     assert got["scrollWidth"] <= got["width"], got
+
+
+SUITE_PROBE = """    r.title = d.querySelector('h1').textContent;
+    var s = d.getElementById('suites'); r.suites = s ? box(s.querySelector('table')) : null;
+    r.rows = s ? Array.prototype.slice.call(s.querySelectorAll('table tr')).map(function (row) {
+      return Array.prototype.slice.call(row.cells).map(function (c) { return c.textContent; }); }) : [];
+    r.failing = s && s.querySelector('.warn') ? box(s.querySelector('.warn')) : null;
+    r.scrollWidth = d.documentElement.scrollWidth; r.width = w.innerWidth;
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+def test_the_suite_comparison_shows_each_suite_for_both_versions_on_its_first_screen(tmp_path):
+    """The published suite screen (timm and Hugging Face, 2.11 against 2.14.1 on an H200) opened at
+    1400x900: a row per suite with the pass rate and geomean speedup of both versions, whole on screen
+    one; and where a model newly fails (planted here by a copy of the candidate with one cell failed),
+    the list of newly failing cells above the table, on screen one too (issue: real models)."""
+    import shutil as sh
+
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    a, b = "su-h200-torch2.11.0-cu130", "su-h200-torch2.14.1-cu130"
+    data = tmp_path / "data"
+    for run in (a, b):
+        sh.copytree(ROOT / "data" / "examples" / run, data / run)
+    cell = data / b / "cells" / "timm-nfnet_l0__infer__amp_bf16__bs32__default__model.parquet"
+    table = pq.read_table(cell)
+    table = table.set_column(table.schema.get_field_index("status"), "status", pa.array(["compile_error"]))
+    table = table.set_column(table.schema.get_field_index("error"), "error",
+                             pa.array(["during compile: planted by the test"]))
+    pq.write_table(table, cell)
+    assert analysis_main(["--data", str(data), "--out", str(tmp_path / "out"), "--baseline", a, "--candidate", b]) == 0
+    html = tmp_path / "out" / f"compare-{a}-vs-{b}" / "report.html"
+    got = _probe(tmp_path, html, 1400, 900, SUITE_PROBE)
+    rows = {r[0]: r for r in got["rows"][1:]}
+    assert set(rows) == {"huggingface", "timm"}, got["rows"]
+    assert rows["huggingface"][3] == "7/8 → 7/8" and rows["huggingface"][4] == "1.54x → 2.13x", rows
+    assert rows["timm"][3] == "13/13 → 11/12", rows  # the failed cell counts in the pass rate
+    assert got["suites"][3] <= 900 and got["failing"] and got["failing"][3] <= got["suites"][1], got
+    assert got["scrollWidth"] <= got["width"], got
