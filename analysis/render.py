@@ -225,6 +225,8 @@ def estimates_json(report: RunReport) -> str:
             "min_effect": float(report.min_effect.rstrip("%")) / 100, "verdict": report.verdict.sentence,
             "caveats": report.verdict.caveats,
             "groups": [row.numbers for row in report.verdict.rows], "cells": report.chart_rows.get("estimates", [])}
+    if report.verdict.suites:  # runs of timm, Hugging Face or user models: the per-suite figures
+        data["suites"] = [row.numbers for row in report.verdict.suites]
     return json.dumps(clean(data), indent=1, sort_keys=True, default=str) + "\n"
 
 
@@ -239,6 +241,10 @@ def compare_estimates_json(report) -> str:
     data = {"schema_version": COMPARE_ESTIMATES_VERSION, "baseline": report.baseline,
             "candidate": report.candidate, "title": report.title, "min_effect": report.min_effect,
             "verdict": report.verdict, "caveats": report.caveats, "changes": report.chart_rows.get("estimates", [])}
+    if report.suites:  # runs of timm, Hugging Face or user models: each suite's figures A and B, the change
+        data["suites"] = [row.numbers for row in report.suites]
+        data["newly_failing"] = [c.cell for c in report.newly_failing]
+        data["newly_passing"] = [c.cell for c in report.newly_passing]
     if report.trend_cells:  # 3+ runs: the runs of the trend, baseline first (as --candidate gave them)
         data["trend_runs"] = report.trend_runs
     if report.repeat_pairs:  # --repeat: every pair (this one first) and, per called change, its fate in each

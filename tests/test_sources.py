@@ -238,3 +238,15 @@ def test_timm_cells_collect_on_the_cpu(tmp_path):
     assert sorted(r["phase"] for r in rows) == ["infer", "train"]
     assert all(r["status"] == "ok" and r["compiled_step_ms"] and r["model"] == "timm:resnet10t:image_size=32"
                for r in rows), [(r["model"], r["status"], r["error"]) for r in rows]
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_roberta_inputs_stay_inside_its_position_embeddings():
+    """RoBERTa's positions start after its padding index: 512 tokens overran its 512 embeddings on the
+    H200 (a device-side assert); the source caps the family at 510 by default."""
+    name, opts = models.parse_ref("hf:RobertaForQuestionAnswering:num_hidden_layers=1,hidden_size=32,"
+                                  "intermediate_size=64,num_attention_heads=2")
+    built = models.build(name, 1, opts)
+    assert built.inputs[0].shape == (1, 510)
+    out = built.module(*built.inputs)  # on the CPU an index past the table raises here
+    assert out[0].ndim == 0

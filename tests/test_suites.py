@@ -116,3 +116,26 @@ def test_the_confirmation_preset_holds_exactly_the_moved_cells():
     assert m.protocol.processes == 3 and m.protocol.blocks == 6 and m.protocol.plant_slowdown_pct == 0
     cmd = screen.command(p, "x", Path("out"), "/a/python", "/b/python", manifest["protocol"])
     assert cmd[-6:] == ["--python", "B=/b/python", "--plant-slowdown", "5", "--plant-on", "B"]
+
+
+def test_the_h200_suite_screen_reports_its_suites_in_the_report_and_estimates(tmp_path):
+    """The published suite screen (data/examples/su-h200-*): the run report's verdict and estimates.json
+    carry each suite's figures, and the comparison's estimates.json both runs' and the change."""
+    import json
+
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    a, b = "su-h200-torch2.11.0-cu130", "su-h200-torch2.14.1-cu130"
+    data = ["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path)]
+    assert analysis_main(data + ["--run", a]) == 0
+    run = json.loads((tmp_path / a / "estimates.json").read_text())
+    got = {s["suite"]: (s["passed"], s["attempted"], round(s["geomean_speedup"], 2)) for s in run["suites"]}
+    assert got == {"huggingface": (7, 8, 1.54), "timm": (13, 13, 1.88)}
+    assert "| huggingface | infer | default | 7 of 8 (88%) | 1.54x |" in (tmp_path / a / "report.md").read_text()
+    assert analysis_main(data + ["--baseline", a, "--candidate", b]) == 0
+    cmp = json.loads((tmp_path / f"compare-{a}-vs-{b}" / "estimates.json").read_text())
+    hf = next(s for s in cmp["suites"] if s["suite"] == "huggingface")
+    assert (hf["a"]["passed"], hf["b"]["passed"], hf["paired_models"], hf["call"]) == (7, 7, 7, "unclear")
+    assert hf["speedup_change_lo"] > 1  # tight over models, yet a screen: not called
+    assert cmp["newly_failing"] == [] and cmp["newly_passing"] == []
