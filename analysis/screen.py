@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
         elif args.threshold:
             threshold, source = parse_bound(args.threshold), "--threshold"
         else:
-            threshold, source = DEFAULT_THRESHOLD, "the default (docs/suites.md)"
+            threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
