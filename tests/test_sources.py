@@ -250,3 +250,16 @@ def test_roberta_inputs_stay_inside_its_position_embeddings():
     assert built.inputs[0].shape == (1, 510)
     out = built.module(*built.inputs)  # on the CPU an index past the table raises here
     assert out[0].ndim == 0
+
+
+def test_a_user_file_outside_the_project_is_named_by_its_absolute_path(tmp_path, monkeypatch):
+    """Cell processes run from the project root: a file found only from the working directory keeps
+    working there; one inside the project keeps its relative name (the same cell key on every machine)."""
+    (tmp_path / "mine.py").write_text((ROOT / "examples" / "user_model.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    name, _ = models.parse_ref("mine.py:build:width=8")
+    assert name == f"{tmp_path.resolve()}/mine.py:build"
+    monkeypatch.chdir(ROOT / "docs")  # a project file by its project-relative path, from anywhere
+    assert models.parse_ref(USER)[0] == USER
+    monkeypatch.chdir(ROOT)  # and the cell process finds both
+    assert models.build(name, 2, {"width": 8}).inputs[0].shape == (2, 8)

@@ -63,8 +63,9 @@ def _options(ref: str, text: str) -> dict:
 
 def parse(ref: str) -> tuple[str, dict]:
     """`timm:resnet50:image_size=160` -> ('timm:resnet50', {'image_size': 160}); SourceError names the
-    problem. A user file's path is kept as written when relative (resolved against the project root
-    or the working directory when built), so a cell's key is the same on every machine."""
+    problem. A user file's path is kept as written where it is relative to the project root (so a
+    cell's key is the same on every machine); a file found only from the working directory is named by
+    its absolute path (cell processes run from the project root)."""
     kind = kind_of(ref)
     if kind in PREFIXES:
         _, _, body = ref.partition(":")
@@ -78,8 +79,12 @@ def parse(ref: str) -> tuple[str, dict]:
     if not func.isidentifier():
         raise SourceError(f"model {ref!r}: a user model is <module.path>:<function> or <file.py>:<function>, "
                           f"with the function's name after the colon (got {func!r})")
-    if target.endswith(".py") and _locate(target) is None:
-        raise SourceError(f"model {ref!r}: no file {target!r} (looked in {Path.cwd()} and {PROJECT_ROOT})")
+    if target.endswith(".py"):
+        found = _locate(target)
+        if found is None:
+            raise SourceError(f"model {ref!r}: no file {target!r} (looked in {PROJECT_ROOT} and {Path.cwd()})")
+        if not Path(target).is_absolute() and not (PROJECT_ROOT / target).is_file():
+            target = str(found.resolve())  # outside the project: cell processes run from the project root
     return f"{target}:{func}", _options(ref, text)
 
 
@@ -101,10 +106,12 @@ def spec(name: str) -> ModelSpec:
 
 
 def _locate(target: str) -> Path | None:
+    """The file a user reference names: absolute, or relative to the project root (where cell processes
+    run), else to the working directory."""
     path = Path(target)
-    for base in ((path,) if path.is_absolute() else (Path.cwd() / path, PROJECT_ROOT / path)):
-        if base.is_file():
-            return base
+    for found in ((path,) if path.is_absolute() else (PROJECT_ROOT / path, Path.cwd() / path)):
+        if found.is_file():
+            return found
     return None
 
 
