@@ -24,7 +24,7 @@ from pathlib import Path
 
 from analysis.fmt import cell_label
 
-DEFAULT_THRESHOLD = 0.10  # docs/suites.md: a CPU A/A of two screens moved at most 6.9% (the table there)
+DEFAULT_THRESHOLD = 0.10  # what it sends to confirmation in an A/A and a planted 5%: docs/suites.md
 AXES = (("models", "model"), ("phases", "phase"), ("dtypes", "dtype"), ("batch_sizes", "batch_size"),
         ("modes", "mode"), ("compile_scopes", "compile_scope"), ("dynamic", "dynamic"))
 
