@@ -111,6 +111,9 @@ def command(preset: Path, run_id: str, out: Path, python_a: str, python_b: str, 
 
 def main(argv: list[str]) -> int:
     import argparse
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly, no traceback
 
     from analysis.gate import parse_bound
     from analysis.load import DataError, discover_runs, load, sql
@@ -154,8 +157,9 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     a, b = runs[args.baseline], runs[args.candidate]
-    found = moved(pairs(args.baseline, args.candidate), threshold)
-    screened = len(changes(pairs(args.baseline, args.candidate)))
+    screen_pairs = pairs(args.baseline, args.candidate)  # read once: the choice, the count and the preset
+    found = moved(screen_pairs, threshold)
+    screened = len(changes(screen_pairs))
     beyond = (f"{threshold[0]:.1%} (compiled step) or {threshold[1]:.1%} (speedup)" if isinstance(threshold, tuple)
               else f"{threshold:.1%}")
     print(f"screen {args.candidate} against {args.baseline}: {len(found)} cell(s) to confirm of {screened} ok in "
@@ -165,7 +169,7 @@ def main(argv: list[str]) -> int:
     if not found:
         print("nothing to confirm")
         return 0
-    rows = {r["cell_id"]: r for r in pairs(args.baseline, args.candidate)}
+    rows = {r["cell_id"]: r for r in screen_pairs}
     run_id = args.run or f"{args.baseline}-confirm"
     out = Path(args.out)
     preset = out / f"{run_id}.toml"

@@ -87,8 +87,6 @@ def build(name: str, batch_size: int, opts: dict) -> Built:
         return sources.build_model(name, batch_size, opts)
     try:
         return spec(name).build(batch_size, opts)
-    except MemoryError:
-        raise
     except Exception as exc:  # its text is kept: an out-of-memory failure still reads as one (status oom)
         raise ModelBuildError(f"building {name} failed: {type(exc).__name__}: {exc}") from exc
 

@@ -34,17 +34,23 @@ def check(refs: list[str]) -> dict:
                 from collector.models import hf_source
                 hf_source.make_config(hf_source.model_class(name.partition(":")[2]), opts)
             else:
-                try:
-                    sources.load_user_function(name)
-                except LookupError:
-                    raise
-                except Exception:
-                    pass  # the user's module itself fails: a build_error row per cell says how
+                _check_user(name)
         except ImportError as exc:  # timm without torchvision, transformers without its needs
             missing.setdefault(f"{needs} ({type(exc).__name__}: {exc})"[:300], []).append(ref)
         except (LookupError, ValueError) as exc:
             unknown.append(f"model {ref!r}: {exc}")
     return {"unknown": unknown, "missing": missing}
+
+
+def _check_user(name: str) -> None:
+    """LookupError when the user's module has no such function. Any other failure of the user's code
+    (its module raises on import) is left to the cell processes: a build_error row naming the function."""
+    try:
+        sources.load_user_function(name)
+    except LookupError:
+        raise
+    except Exception:
+        pass
 
 
 def _check_timm(name: str) -> None:

@@ -151,9 +151,7 @@ def build_model(name: str, batch_size: int, opts: dict):
             built = build(name.partition(":")[2], batch_size, opts)
         else:
             built = load_user_function(name)(batch_size, **opts)
-    except MemoryError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # its text is kept: out of memory still reads as such (status oom)
         who = f"the user function {name}" if kind == "user" else name
         raise ModelBuildError(f"building {who} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(built, Built):
