@@ -9,7 +9,7 @@ KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES 
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN PLANT_COMPILE BASELINE \
   CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
-  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY
+  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY MAX_CELLS WRITE_ONLY
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -96,6 +96,7 @@ help: ## list the targets
 	@echo "                   called changes repeat in every pair; with one CANDIDATE)"
 	@echo "  suites:          make collect PRESET=suites|timm|huggingface|builtin (screen: 1 process a cell), then"
 	@echo "                   make confirm BASELINE=<screen A> CANDIDATE=<screen B> [AA=<X>:<Y>|THRESHOLD=10%] (docs/suites.md)"
+	@echo "                   [CELLS=<pattern>,...] [MAX_CELLS=<n>] [DRY=1|WRITE_ONLY=1 (write the preset, measure elsewhere)]"
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
@@ -128,7 +129,7 @@ collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA i
 confirm: $(COLLECT_DEPS) ## re-measure (PROCESSES, default 3) the cells of two screens that moved: BASELINE= CANDIDATE= [AA=X:Y|THRESHOLD=10%] [RUN=] [DRY=1]
 	$(PY) -m analysis confirm --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" --out "$(RUNS)" \
 	  --processes "$(or $(PROCESSES),3)" $(call opt,--threshold,$(THRESHOLD)) $(call opt,--aa,$(AA)) $(call opt,--run,$(RUN)) \
-	  $(if $(DRY),--dry-run)
+	  $(call opt,--cells,$(CELLS)) $(call opt,--max-cells,$(MAX_CELLS)) $(if $(DRY),--dry-run) $(if $(WRITE_ONLY),--write-only)
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }

@@ -1,7 +1,9 @@
 """Screen, then confirm: which cells of two screening runs (one process a cell) to measure again.
 
     python -m analysis confirm --baseline A --candidate B [--threshold 10% | --aa X:Y] [--processes 3] [--run ID]
-    make confirm BASELINE=A CANDIDATE=B [THRESHOLD=10% | AA=X:Y] [PROCESSES=3] [RUN=ID] [DRY=1]
+        [--cells PATTERN,...] [--max-cells N] [--dry-run | --write-only]
+    make confirm BASELINE=A CANDIDATE=B [THRESHOLD=10% | AA=X:Y] [PROCESSES=3] [RUN=ID] [CELLS=] [MAX_CELLS=]
+        [DRY=1 | WRITE_ONLY=1]
 
 A suite pass cannot afford several processes for every cell, so it is screened with one (the
 dashboard's protocol: the suite presets' default) and only the cells whose screen moved are measured
@@ -11,9 +13,14 @@ comparison only chooses what to confirm (docs/suites.md). A cell moved when its 
 its speedup changed by more than the threshold either way, or when it passes in one screen and fails in
 the other. The threshold is the screen's own A/A spread: the largest change of each quantity over the
 cells of an A/A pair of screens (--aa X:Y, the same interpreter screened twice), or --threshold for both.
+On a budget, --cells narrows the choice to cell ids matching a pattern and --max-cells keeps the N cells
+that moved most (status changes first); the listing says how many were left out. --write-only writes the
+preset and prints the collector's command without measuring: to run the confirmation on another machine
+(the GPU one), where the interpreters the screens recorded live.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import shlex
@@ -34,6 +41,7 @@ class Moved:
     cell_id: str
     label: str
     why: str  # "compiled step +14.2%", "ok -> compile_error"
+    size: float = math.inf  # the larger |ln B/A| of the two quantities; inf for a status change
 
 
 def changes(pairs: list[dict]) -> dict[str, tuple[float, float]]:
@@ -76,8 +84,21 @@ def moved(pairs: list[dict], threshold: float | tuple[float, float]) -> list[Mov
             sp = math.log(p["speedup_b"] / p["speedup_a"])
             why = (f"compiled step {100 * math.expm1(comp):+.1f}%" if abs(comp) > limits[0]
                    else f"speedup {100 * math.expm1(sp):+.1f}%")
-            out.append(Moved(cid, cell_label(p), why))
+            out.append(Moved(cid, cell_label(p), why, max(ch[cid])))
     return out
+
+
+def narrow(found: list[Moved], patterns: list[str] | None = None, max_cells: int | None = None) -> list[Moved]:
+    """The moved cells whose id matches one of `patterns` (fnmatch; all when none), at most `max_cells`
+    of them: status changes first, then the largest moves (ties in the screen's order)."""
+    if patterns:
+        found = [m for m in found if any(fnmatch.fnmatchcase(m.cell_id, pat) for pat in patterns)]
+    if max_cells is not None:
+        if max_cells < 1:
+            raise ValueError(f"--max-cells must be at least 1 (got {max_cells})")
+        keep = {m.cell_id for m in sorted(found, key=lambda m: -m.size)[:max_cells]}
+        found = [m for m in found if m.cell_id in keep]
+    return found
 
 
 def confirm_preset(manifest: dict, cells: list[dict], processes: int) -> str:
@@ -128,7 +149,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--processes", type=int, default=3)
     p.add_argument("--run", help="the confirmation's run id (runs <id>-A and <id>-B; default <baseline>-confirm)")
     p.add_argument("--out", default="data/runs", help="where the confirmation runs are written")
-    p.add_argument("--dry-run", action="store_true", help="list the cells and the command, measure nothing")
+    p.add_argument("--cells", help="only cells whose id matches one of these comma-separated patterns ('hf-*')")
+    p.add_argument("--max-cells", type=int, help="at most this many cells: status changes, then the largest moves")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--dry-run", action="store_true", help="list the cells and the command, write and measure nothing")
+    how.add_argument("--write-only", action="store_true",
+                     help="write the preset and print the command, measure nothing (to run it on another machine)")
     args = p.parse_args(argv)
     try:
         if args.processes < 2:
@@ -158,14 +184,22 @@ def main(argv: list[str]) -> int:
         return 2
     a, b = runs[args.baseline], runs[args.candidate]
     screen_pairs = pairs(args.baseline, args.candidate)  # read once: the choice, the count and the preset
-    found = moved(screen_pairs, threshold)
+    every = moved(screen_pairs, threshold)
+    try:
+        found = narrow(every, [x.strip() for x in args.cells.split(",") if x.strip()] if args.cells else None,
+                       args.max_cells)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     screened = len(changes(screen_pairs))
     beyond = (f"{threshold[0]:.1%} (compiled step) or {threshold[1]:.1%} (speedup)" if isinstance(threshold, tuple)
               else f"{threshold:.1%}")
-    print(f"screen {args.candidate} against {args.baseline}: {len(found)} cell(s) to confirm of {screened} ok in "
-          f"both, moved beyond {beyond} ({source}), or passing in one screen only")
+    print(f"screen {args.candidate} against {args.baseline}: {len(every)} cell(s) moved of {screened} ok in "
+          f"both, beyond {beyond} ({source}), or passing in one screen only")
     for m in found:
         print(f"  {m.label}: {m.why}")
+    if len(found) < len(every):
+        print(f"  ({len(every) - len(found)} moved cell(s) left out by --cells/--max-cells: not confirmed)")
     if not found:
         print("nothing to confirm")
         return 0
@@ -182,4 +216,7 @@ def main(argv: list[str]) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     preset.write_text(text)
+    if args.write_only:
+        print(f"wrote {preset} ({len(found)} cell(s)); measure nothing here")
+        return 0
     return subprocess.call(cmd, cwd=Path(__file__).resolve().parent.parent)

@@ -12,6 +12,9 @@
 #                                                        cell by cell; start no cell after SECONDS (the same call resumes);
 #                                                        CELLS='<pattern>,...' in the environment narrows the matrix (make
 #                                                        reads it), as the third lease did (docs/measurement.md)
+#   bash benchmarks/versions_gpu.sh collector ARGS...      python3 -m collector ARGS... with the carried wheels on the path:
+#                                                        a confirmation written here by `make confirm WRITE_ONLY=1`
+#                                                        (its printed command's arguments; docs/suites.md)
 #   bash benchmarks/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
 #                                                        run directly (direct), through a virtualenv whose only packages
 #                                                        are the image's (venv), and through that virtualenv with every
@@ -71,6 +74,8 @@ case $stage in
   release)
     run=$1 secs=$2; shift 2
     make collect PYTHON=python3 PRESET="${PRESET:-versions}" RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
+  collector)
+    python3 -m collector "$@" ;;
   aa)
     run=$1 secs=$2 cells=$3
     venv=/tmp/venv-image

@@ -98,6 +98,18 @@ def test_the_screen_confirms_cells_beyond_the_threshold_and_status_changes():
         screen.aa_spread(pairs[3:])
 
 
+def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():
+    found = [screen.Moved("hf-a", "a", "compiled step +12%", 0.11), screen.Moved("timm-b", "b", "speedup -40%", 0.5),
+             screen.Moved("hf-c", "c", "ok -> runtime_error"), screen.Moved("hf-d", "d", "compiled step -30%", 0.36)]
+    assert [m.cell_id for m in screen.narrow(found, ["hf-*"])] == ["hf-a", "hf-c", "hf-d"]
+    # status changes first, then the largest moves; the screen's order is kept
+    assert [m.cell_id for m in screen.narrow(found, None, 2)] == ["timm-b", "hf-c"]
+    assert [m.cell_id for m in screen.narrow(found, ["hf-*"], 2)] == ["hf-c", "hf-d"]
+    assert screen.narrow(found, ["x*"]) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        screen.narrow(found, None, 0)
+
+
 def test_the_confirmation_preset_holds_exactly_the_moved_cells():
     from collector import matrix as mx
     import tempfile
