@@ -151,3 +151,29 @@ def test_the_h200_suite_screen_reports_its_suites_in_the_report_and_estimates(tm
     assert (hf["a"]["passed"], hf["b"]["passed"], hf["paired_models"], hf["call"]) == (7, 7, 7, "unclear")
     assert hf["speedup_change_lo"] > 1  # tight over models, yet a screen: not called
     assert cmp["newly_failing"] == [] and cmp["newly_passing"] == []
+
+
+def test_the_published_suite_figures_survive_an_independent_recomputation(tmp_path):
+    """benchmarks/suite_models.py reads the cell files with pyarrow alone; its per-suite geometric mean of
+    the speedups and pass counts must equal what analysis/ (DuckDB) puts in each run's estimates.json."""
+    import json
+    import math
+    import sys
+
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import suite_models
+
+    a, b = "su-h200-torch2.11.0-cu130", "su-h200-torch2.14.1-cu130"
+    rows = suite_models.rows(ROOT / "data" / "examples" / a, ROOT / "data" / "examples" / b)
+    for side, run in (("a", a), ("b", b)):
+        assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--run", run]) == 0
+        est = json.loads((tmp_path / run / "estimates.json").read_text())
+        for s in est["suites"]:
+            mine = [x[side] for x in rows if x["suite"] == s["suite"] and x["phase"] == s["phase"]
+                    and x[side]["status"] not in ("-", "skipped")]
+            ok = [m["speedup"] for m in mine if m["status"] == "ok"]
+            assert (s["passed"], s["attempted"]) == (len(ok), len(mine)), (run, s["suite"])
+            assert s["geomean_speedup"] == pytest.approx(math.exp(sum(map(math.log, ok)) / len(ok)), rel=1e-9)
