@@ -113,6 +113,7 @@ class CompareReport:
     trend_runs: list[str]
     trend: list[tuple[str, list[str]]]
     skipped_files: list[tuple[str, str]]
+    flagged_cells: list[tuple[str, str]]  # cells whose samples were partly left out (load.py)
     diag_changes: list = field(default_factory=list)  # (label, what changed, reasons new in B)
     diag_known: int = 0  # paired compiled cells with diagnostics on both sides
     charts: dict = field(default_factory=dict)
@@ -373,6 +374,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]
             if covered else []), environment=env,
         trend_runs=trend_ids, trend=trend, skipped_files=loaded.skipped_in(a, b),
+        flagged_cells=loaded.flagged_in(a, b),
         diag_changes=diag_rows, diag_known=diag_known,
         chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart,
                     "estimates": [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point,

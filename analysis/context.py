@@ -129,6 +129,7 @@ class RunReport:
     noise_threshold: str
     min_effect: str
     skipped_files: list[tuple[str, str]]
+    flagged_cells: list[tuple[str, str]]  # cells whose samples were partly left out (load.py)
     headline: list[HeadlineRow]
     speedups: list[SpeedupRow]
     memory: list[MemoryRow]
@@ -366,6 +367,10 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, provenance.several_machines(run, all_rows),
                                len(loaded.skipped_in(run)), failed_modes)
+    flagged = loaded.flagged_in(run)
+    if flagged:
+        answer.caveats.append(f"{len(flagged)} cell(s) had step-time samples that are not finite positive times: "
+                              "left out, the rest reported (listed under the run's header).")
     answer.suites = suites.run_rows(all_rows, reps_by_cell) if suites.has_suites(all_rows) else []
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),
@@ -385,6 +390,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         generated_at=now or stamp.strftime("%Y-%m-%d %H:%M UTC"),
         description=description, device_line=device_line, status_line=status_line,
         noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=loaded.skipped_in(run),
+        flagged_cells=loaded.flagged_in(run),
         headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
         eager_spread=eager_spread,
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) not in (None, "")],

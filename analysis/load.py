@@ -74,12 +74,18 @@ class Loaded:
     con: duckdb.DuckDBPyConnection
     runs: list[Run]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    flagged: list[tuple[str, str]] = field(default_factory=list)  # (cell file, what was left out of it)
     cache: dict = field(default_factory=dict)  # what is computed once per run (stats.run_samples)
 
     def skipped_in(self, *runs: Run) -> list[tuple[str, str]]:
         """The files left out (and manifest problems) of these runs only."""
         roots = [str(r.path) + os.sep for r in runs]
         return [(f, why) for f, why in self.skipped if any((f + os.sep).startswith(x) for x in roots)]
+
+    def flagged_in(self, *runs: Run) -> list[tuple[str, str]]:
+        """The cells of these runs whose samples were partly left out (not finite positive times)."""
+        roots = [str(r.path) + os.sep for r in runs]
+        return [(f, why) for f, why in self.flagged if any(f.startswith(x) for x in roots)]
 
 
 def sql(name: str) -> str:
@@ -334,8 +340,40 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
         sorted(skipped + _check_cells(con, runs))
     if skipped and strict:
         raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
+    flagged = _leave_out_bad_samples(con)
     con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
-    return Loaded(con, runs, skipped)
+    return Loaded(con, runs, skipped, flagged)
+
+
+SAMPLE_COLUMNS = ("eager_step_ms", "compiled_step_ms")
+_BAD = "(x IS NULL OR NOT isfinite(x) OR x <= 0)"
+
+
+def _leave_out_bad_samples(con) -> list[tuple[str, str]]:
+    """A step-time sample that is not a finite positive time (NaN, inf, zero or negative: a broken
+    timer or a corrupt file, never a measurement) becomes NULL in place, so every process and block
+    keeps its position; medians and quantiles (SQL and stats.py) leave NULLs out. Returns (cell file,
+    what was left out) for each such cell: the report names them, and the rest is reported."""
+    counts = ", ".join(f"list_filter({c}, lambda x: {_BAD}) AS bad_{i}, len({c}) AS n_{i}"
+                       for i, c in enumerate(SAMPLE_COLUMNS))
+    where = " OR ".join(f"len(list_filter({c}, lambda x: {_BAD})) > 0" for c in SAMPLE_COLUMNS)
+    rows = con.execute(f"SELECT filename, cell_id, {counts} FROM cells_raw WHERE {where} ORDER BY filename").fetchall()
+    if not rows:
+        return []
+    for c in SAMPLE_COLUMNS:
+        con.execute(f"UPDATE cells_raw SET {c} = list_transform({c}, lambda x: CASE WHEN {_BAD} THEN NULL ELSE x END) "
+                    f"WHERE len(list_filter({c}, lambda x: {_BAD})) > 0")
+    out = []
+    for filename, cell_id, *cols in rows:
+        parts = []
+        for i, side in enumerate(("eager", "compiled")):
+            bad, n = cols[2 * i], cols[2 * i + 1]
+            if bad:
+                kinds = sorted({"NULL" if v is None else repr(v) if v != v or abs(v) == float("inf") else "<= 0"
+                                for v in bad})
+                parts.append(f"{len(bad)} of {n} {side} samples ({', '.join(kinds)})")
+        out.append((filename or cell_id, "; ".join(parts) + " are not finite positive times: left out"))
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -56,7 +56,7 @@ def run_samples(loaded, run_id: str) -> list[tuple[CellSamples, bool]]:
     key = ("samples", run_id)
     if key not in loaded.cache:
         rows = loaded.con.execute(sql("samples_all"), {"run_id": run_id}).fetchall()
-        loaded.cache[key] = [(CellSamples(cell_id, np.asarray(eager), np.asarray(compiled or eager),
+        loaded.cache[key] = [(CellSamples(cell_id, np.asarray(eager, float), np.asarray(compiled or eager, float),
                                           int(blocks or 1), int(spb or 1), int(processes or 1)), bool(compiled))
                              for _, cell_id, blocks, spb, eager, compiled, processes in rows]
     return loaded.cache[key]
@@ -188,7 +188,7 @@ def _blocked(x: np.ndarray, blocks: int, spb: int) -> np.ndarray:
     return x.reshape(-1, 1)
 
 
-def _median_last(x: np.ndarray) -> np.ndarray:
+def _median_last(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Median along the last axis; sorting short rows is ~3x faster than np.median's partition."""
     x = np.sort(x, axis=-1)
     n = x.shape[-1]
@@ -235,8 +235,9 @@ def bootstrap_medians(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: 
         E = np.stack([m[1] for m in part]).astype(np.float32)  # [cells, blocks, steps]
         K = np.stack([m[2] for m in part]).astype(np.float32)
         cell_ix = np.arange(len(part))[:, None, None]
-        e_med = _median_last(E[cell_ix, idx].reshape(len(part), reps, nb * spb))
-        k_med = _median_last(K[cell_ix, idx].reshape(len(part), reps, nb * spb))
+        med = np.nanmedian if np.isnan(E).any() or np.isnan(K).any() else _median_last  # samples left out
+        e_med = med(E[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=-1)
+        k_med = med(K[cell_ix, idx].reshape(len(part), reps, nb * spb), axis=-1)
         return [(m[0], (e.astype(np.float64), k.astype(np.float64))) for m, e, k in zip(part, e_med, k_med)]
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # numpy releases the GIL

@@ -142,7 +142,12 @@ def process_medians(values, processes) -> list[float]:
     (the last `len % processes` samples, if any, belong to no process). The one implementation:
     the progress line, the statistics (analysis/stats.py) and the comparison use it; the SQL twin in
     analysis/sql/cell_stats.sql computes the same (a test holds them together)."""
-    values = [v for v in (values or []) if v is not None]
+    values = list(values or [])
     p = max(1, int(processes or 1))
     n = len(values) // p
-    return [statistics.median(values[i * n:(i + 1) * n]) for i in range(p)] if n else []
+    out = []
+    for i in range(p if n else 0):  # sliced by position first: a sample left out (None, NaN) moves no other
+        kept = [v for v in values[i * n:(i + 1) * n] if v is not None and v == v]
+        if kept:
+            out.append(statistics.median(kept))
+    return out

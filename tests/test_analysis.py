@@ -418,3 +418,37 @@ def test_a_run_whose_rows_mix_torch_builds_or_hosts_says_so(tmp_path):
     text = " ".join(rep.notes)
     assert "This run mixes torch builds: " in text and "9.9.9 (1 cells)" in text
     assert "node-17" in text
+
+
+def test_samples_that_are_not_finite_positive_times_are_named_and_left_out(fixture_copy, tmp_path):
+    """NaN in half of one cell's eager samples (a cell that shares its eager model with another: the
+    report once crashed there), an inf and a zero in another's compiled samples: the report renders, names both
+    cells and what was left out, and computes each cell from its remaining samples."""
+    cells = fixture_copy / "fixture-small" / "cells"
+    nan_cell, inf_cell = "mlp__infer__amp_bf16__bs32__default__model", "resnet18__infer__amp_bf16__bs8__default__model"
+    for cid, col, bad in ((nan_cell, "eager_step_ms", "half-nan"), (inf_cell, "compiled_step_ms", "inf")):
+        path = cells / f"{cid}.parquet"
+        table = pq.read_table(path)
+        rows = table.to_pylist()
+        xs = rows[0][col]
+        if bad == "half-nan":
+            rows[0][col] = [float("nan") if i % 2 else x for i, x in enumerate(xs)]
+        else:
+            rows[0][col] = [float("inf")] + [0.0] + xs[2:]
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    loaded, runs = _loaded(fixture_copy)
+    flagged = dict((p.rsplit("/", 1)[-1], why) for p, why in loaded.flagged)
+    n = len(_row(nan_cell)["eager_step_ms"])
+    assert flagged == {f"{nan_cell}.parquet": f"{n // 2} of {n} eager samples (nan) are not finite positive times: left out",
+                       f"{inf_cell}.parquet": f"2 of {len(_row(inf_cell)['compiled_step_ms'])} compiled samples "
+                                              "(<= 0, inf) are not finite positive times: left out"}
+    got = loaded.con.execute("SELECT eager_median_ms, compiled_median_ms FROM stats WHERE cell_id = ?", [nan_cell]).fetchone()
+    assert got[0] == pytest.approx(statistics.median(_row(nan_cell)["eager_step_ms"][0::2]))
+    got = loaded.con.execute("SELECT compiled_median_ms FROM stats WHERE cell_id = ?", [inf_cell]).fetchone()
+    assert got[0] == pytest.approx(statistics.median(_row(inf_cell)["compiled_step_ms"][2:]))
+    report = build_run_report(loaded, runs[0], reps=300, now=NOW)
+    assert any("2 cell(s) had step-time samples that are not finite positive times" in c for c in report.verdict.caveats)
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path / "r"), "--reps", "100"]) == 0
+    md = (tmp_path / "r" / "fixture-small" / "report.md").read_text()
+    assert "2 cell(s) had samples left out" in md and f"{nan_cell}.parquet" in md
+    assert "nan" not in md.split("## Headline")[1].lower().replace("nano", "")  # no NaN reaches a figure
