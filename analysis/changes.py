@@ -63,6 +63,11 @@ def how_measured(a: Run, b: Run) -> str:
     if ba and bb and not (ba & bb):
         return ("Measured on different machines (no machine boot in common): host-bound step times differ "
                 "between machines of one kind; read GPU-bound cells and compiled step times first.")
+    if interleaved(a, b) and len(ba | bb) > 1:
+        return (f"Measured interleaved cell by cell with the order alternating, on {len(ba | bb)} machines of one kind "
+                "in turn (both versions in each collecting command): drift within a command falls on both alike; a "
+                "cell whose pair was measured by another command, on another machine, carries that machine's "
+                "difference too.")
     if interleaved(a, b):
         return "Measured on one machine, interleaved cell by cell with the order alternating: drift falls on both alike."
     if ba and bb:

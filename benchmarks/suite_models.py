@@ -4,22 +4,21 @@
 
 One line per cell of either run, grouped by suite and phase: status A -> B, speedup A -> B, the compiled
 and eager step changes B/A (medians over all samples), cold compile (s) A -> B, graphs and graph breaks,
-recompiles and kernels A -> B, and whether the eager step was launch-bound (host issue time >= 90% of
-the step). `--json` prints the same as records. Reads the cell files directly (pyarrow), independently of
+recompiles and kernels A -> B; then per suite, which side moved (the geometric means of the compiled and
+eager step changes beside the speedup's). `--json` prints the same as records. Reads the cell files directly (pyarrow), independently of
 analysis/: a second computation of what the report shows.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import statistics
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
-LAUNCH_BOUND = 0.9  # enqueue time / step time at or above which the host paces the step (docs/report.md)
 
 
 def cells(run_dir: Path) -> dict[str, dict]:
@@ -43,13 +42,11 @@ def summary(r: dict | None) -> dict:
     if r is None:
         return {"status": "-"}
     eager, comp = _med(r.get("eager_step_ms")), _med(r.get("compiled_step_ms"))
-    enq = _med(r.get("eager_enqueue_ms"))
     return {"status": r["status"], "eager_ms": eager, "compiled_ms": comp,
             "speedup": eager / comp if eager and comp else None,
             "cold_s": r.get("first_call_compiled_s"), "graphs": r.get("graph_count"),
             "breaks": r.get("graph_break_count"), "recompiles": r.get("recompile_count"),
             "kernels": r.get("kernel_count"),
-            "eager_launch_bound": (enq / eager >= LAUNCH_BOUND) if enq and eager else None,
             "error": (r.get("error") or "").strip().split("\n")[0][:100]}
 
 
@@ -66,9 +63,25 @@ def rows(a_dir: Path, b_dir: Path) -> list[dict]:
     return sorted(out, key=lambda x: (x["suite"], x["phase"], x["model"]))
 
 
+def split(out: list[dict]) -> list[dict]:
+    """Per suite and phase, over the models ok in both runs: the geometric means of the compiled-step,
+    eager-step and speedup ratios B/A (as changes), and in how many models the compiled step got faster
+    and the compile generated fewer kernels: which side moved."""
+    groups: dict[tuple, list[dict]] = {}
+    for x in out:
+        if x["compiled_change"] is not None and x["eager_change"] is not None:
+            groups.setdefault((x["suite"], x["phase"]), []).append(x)
+
+    def gm(xs, k):
+        return math.expm1(sum(math.log1p(x[k]) for x in xs) / len(xs))
+    return [{"suite": su, "phase": ph, "models": len(xs), "compiled_change": gm(xs, "compiled_change"),
+             "eager_change": gm(xs, "eager_change"), "speedup_change": gm(xs, "speedup_change"),
+             "compiled_faster": sum(x["compiled_change"] < 0 for x in xs),
+             "fewer_kernels": sum((x["b"]["kernels"] or 0) < (x["a"]["kernels"] or 0) for x in xs)}
+            for (su, ph), xs in sorted(groups.items())]
+
+
 def _x(v, f="{}"):
-    if isinstance(v, bool):
-        return "yes" if v else "no"
     return "-" if v is None else f.format(v)
 
 
@@ -85,14 +98,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     out = rows(args.baseline, args.candidate)
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps({"cells": out, "split": split(out)}, indent=1))
         return 0
     group = None
     for x in out:
         if (x["suite"], x["phase"]) != group:
             group = (x["suite"], x["phase"])
             print(f"# {group[0]} {group[1]}: status A -> B | speedup A -> B | compiled, eager step B/A | cold compile s "
-                  f"| graphs/breaks | recompiles | kernels | eager launch-bound")
+                  f"| graphs/breaks | recompiles | kernels")
         a, b = x["a"], x["b"]
         status = a["status"] if a["status"] == b["status"] else f"{a['status']} -> {b['status']}"
         pct = (lambda v: "-" if v is None else f"{100 * v:+.1f}%")
@@ -101,10 +114,14 @@ def main(argv: list[str] | None = None) -> int:
             return f"{_x(a.get(k), f)} -> {_x(b.get(k), f)}"
         line = (f"{x['model']}: {status} | {pair('speedup', '{:.2f}x')} | {pct(x['compiled_change'])}, {pct(x['eager_change'])} | "
                 f"{pair('cold_s', '{:.1f}')} | {a.get('graphs', '-')}/{a.get('breaks', '-')} -> "
-                f"{b.get('graphs', '-')}/{b.get('breaks', '-')} | {pair('recompiles')} | {pair('kernels')} | "
-                f"{pair('eager_launch_bound', '{:d}')}")
+                f"{b.get('graphs', '-')}/{b.get('breaks', '-')} | {pair('recompiles')} | {pair('kernels')}")
         errors = [s["error"] for s in (a, b) if s["status"] not in ("ok", "-") and s.get("error")]
         print(line + (f" | {errors[-1]}" if errors else ""))
+    print("# which side moved, per suite (geometric means over the models ok in both)")
+    for g in split(out):
+        print(f"{g['suite']} {g['phase']}: {g['models']} models, compiled step {100 * g['compiled_change']:+.1f}%, "
+              f"eager step {100 * g['eager_change']:+.1f}%, speedup {100 * g['speedup_change']:+.1f}%; compiled faster "
+              f"in {g['compiled_faster']}, fewer kernels in {g['fewer_kernels']}")
     return 0
 
 

@@ -190,7 +190,7 @@ def test_the_suite_comparison_shows_each_suite_for_both_versions_on_its_first_sc
     got = _probe(tmp_path, html, 1400, 900, SUITE_PROBE)
     rows = {r[0]: r for r in got["rows"][1:]}
     assert set(rows) == {"huggingface", "timm"}, got["rows"]
-    assert rows["huggingface"][3] == "7/8 → 7/8" and rows["huggingface"][4] == "1.54x → 2.13x", rows
-    assert rows["timm"][3] == "13/13 → 11/12", rows  # the failed cell counts in the pass rate
+    assert rows["huggingface"][3] == "13/13 → 13/13" and rows["huggingface"][4] == "1.56x → 2.25x", rows
+    assert rows["timm"][3] == "24/24 → 23/24", rows  # the failed cell counts in the pass rate
     assert got["suites"][3] <= 900 and got["failing"] and got["failing"][3] <= got["suites"][1], got
     assert got["scrollWidth"] <= got["width"], got

@@ -143,13 +143,16 @@ def test_the_h200_suite_screen_reports_its_suites_in_the_report_and_estimates(tm
     assert analysis_main(data + ["--run", a]) == 0
     run = json.loads((tmp_path / a / "estimates.json").read_text())
     got = {s["suite"]: (s["passed"], s["attempted"], round(s["geomean_speedup"], 2)) for s in run["suites"]}
-    assert got == {"huggingface": (7, 8, 1.54), "timm": (13, 13, 1.88)}
-    assert "| huggingface | infer | default | 7 of 8 (88%) | 1.54x |" in (tmp_path / a / "report.md").read_text()
+    assert got == {"huggingface": (13, 13, 1.56), "timm": (24, 24, 1.83)}
+    assert "| huggingface | infer | default | 13 of 13 (100%) | 1.56x |" in (tmp_path / a / "report.md").read_text()
     assert analysis_main(data + ["--baseline", a, "--candidate", b]) == 0
     cmp = json.loads((tmp_path / f"compare-{a}-vs-{b}" / "estimates.json").read_text())
     hf = next(s for s in cmp["suites"] if s["suite"] == "huggingface")
-    assert (hf["a"]["passed"], hf["b"]["passed"], hf["paired_models"], hf["call"]) == (7, 7, 7, "unclear")
+    assert (hf["a"]["passed"], hf["b"]["passed"], hf["paired_models"], hf["call"]) == (13, 13, 13, "unclear")
     assert hf["speedup_change_lo"] > 1  # tight over models, yet a screen: not called
+    md = (tmp_path / f"compare-{a}-vs-{b}" / "report.md").read_text()
+    # collected in commands on two machines of one kind (two boot ids): the report says so, not "one machine"
+    assert "on 2 machines of one kind in turn" in md and "Measured on one machine" not in md
     assert cmp["newly_failing"] == [] and cmp["newly_passing"] == []
 
 
