@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis import kernels, provenance, stats, suites, why
+from analysis import bad_samples, kernels, provenance, stats, suites, why
 from analysis import verdict as verdict_mod
 from analysis.fmt import (byte_unit, cell_label, failure_summary, fmt_bytes, fmt_ms, fmt_pct, fmt_s,  # noqa: F401
                            fmt_steps, fmt_x)
@@ -367,10 +367,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, provenance.several_machines(run, all_rows),
                                len(loaded.skipped_in(run)), failed_modes)
-    flagged = loaded.flagged_in(run)
-    if flagged:
-        answer.caveats.append(f"{len(flagged)} cell(s) had step-time samples that are not finite positive times: "
-                              "left out, the rest reported (listed under the run's header).")
+    answer.caveats += bad_samples.flagged_caveat(loaded.flagged_in(run))
     answer.suites = suites.run_rows(all_rows, reps_by_cell) if suites.has_suites(all_rows) else []
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 
+from analysis import bad_samples
 from collector.compact import COMPACT, fingerprint, read_index
 from collector.contract import cell_id_of, upgrade_manifest
 from collector.schema import COLUMNS, SCHEMA_VERSION, columns_of, regular
@@ -340,40 +341,9 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
         sorted(skipped + _check_cells(con, runs))
     if skipped and strict:
         raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
-    flagged = _leave_out_bad_samples(con)
+    flagged = bad_samples.leave_out(con)
     con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
     return Loaded(con, runs, skipped, flagged)
-
-
-SAMPLE_COLUMNS = ("eager_step_ms", "compiled_step_ms")
-_BAD = "(x IS NULL OR NOT isfinite(x) OR x <= 0)"
-
-
-def _leave_out_bad_samples(con) -> list[tuple[str, str]]:
-    """A step-time sample that is not a finite positive time (NaN, inf, zero or negative: a broken
-    timer or a corrupt file, never a measurement) becomes NULL in place, so every process and block
-    keeps its position; medians and quantiles (SQL and stats.py) leave NULLs out. Returns (cell file,
-    what was left out) for each such cell: the report names them, and the rest is reported."""
-    counts = ", ".join(f"list_filter({c}, lambda x: {_BAD}) AS bad_{i}, len({c}) AS n_{i}"
-                       for i, c in enumerate(SAMPLE_COLUMNS))
-    where = " OR ".join(f"len(list_filter({c}, lambda x: {_BAD})) > 0" for c in SAMPLE_COLUMNS)
-    rows = con.execute(f"SELECT filename, cell_id, {counts} FROM cells_raw WHERE {where} ORDER BY filename").fetchall()
-    if not rows:
-        return []
-    for c in SAMPLE_COLUMNS:
-        con.execute(f"UPDATE cells_raw SET {c} = list_transform({c}, lambda x: CASE WHEN {_BAD} THEN NULL ELSE x END) "
-                    f"WHERE len(list_filter({c}, lambda x: {_BAD})) > 0")
-    out = []
-    for filename, cell_id, *cols in rows:
-        parts = []
-        for i, side in enumerate(("eager", "compiled")):
-            bad, n = cols[2 * i], cols[2 * i + 1]
-            if bad:
-                kinds = sorted({"NULL" if v is None else repr(v) if v != v or abs(v) == float("inf") else "<= 0"
-                                for v in bad})
-                parts.append(f"{len(bad)} of {n} {side} samples ({', '.join(kinds)})")
-        out.append((filename or cell_id, "; ".join(parts) + " are not finite positive times: left out"))
-    return out
 
 
 @functools.lru_cache(maxsize=1)

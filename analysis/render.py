@@ -28,17 +28,27 @@ CHARTS = [  # key, function, title, alt text
 ]
 
 
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")  # what could open an HTML tag, comment or declaration
+_ENTITY = re.compile(r"&(?=#?\w+;)")  # what could start a character reference
+
+
+def _inert(text: str) -> str:
+    """HTML made inert with Markdown's own backslash escapes, and only where it could act: `\\<b>` shows
+    as `<b>`, while `->`, `a < b` or `R&D` stay as written (no `&gt;` in a pasted report). A backslash
+    in the text is doubled first, so it shows as itself and cannot undo an escape that follows it."""
+    return _ENTITY.sub(r"\\&", _TAG.sub(r"\\<", text.replace("\\", "\\\\")))
+
+
 def md_cell(value) -> str:
     """Text safe inside a Markdown table cell: one line, pipes escaped, HTML made inert."""
-    text = re.sub(r"\s+", " ", str(value)).strip()
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _inert(re.sub(r"\s+", " ", str(value)).strip())
     text = text.replace("|", "\\|").replace("`", "\\`")
     return text[:300] + ("…" if len(text) > 300 else "")
 
 
 def md_text(value) -> str:
     """Free text safe in Markdown paragraphs (HTML made inert)."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _inert(str(value))
 
 
 def md_code(value, limit: int = 300) -> str:

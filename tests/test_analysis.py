@@ -110,13 +110,17 @@ def test_html_is_self_contained_and_escapes_hostile_text(fixture_copy, tmp_path)
     # summary, heatmap, sweep, compile, amortization, efficiency
     assert text.count('src="data:image/png;base64,') == 6
     md_text = md.read_text()
-    failure = next(line for line in md_text.splitlines() if line.startswith("| &lt;img"))
+    failure = next(line for line in md_text.splitlines() if line.startswith("| \\<img"))
     assert failure.count(" | ") == 2  # pipes inside the text are escaped: still three cells
-    assert "<script>" not in md_text and len(failure) < 800
+    # every tag opener is backslash-escaped (shown as text, never parsed as HTML), with no HTML entities
+    assert not re.search(r"(?<!\\)<(script|img)", md_text) and "\\<script>" in md_text and len(failure) < 800
+    assert "&lt;" not in md_text and "&gt;" not in md_text
 
 
 def test_md_cell_escapes():
-    assert md_cell("a|b\nc <b>") == "a\\|b c &lt;b&gt;"
+    assert md_cell("a|b\nc <b>") == "a\\|b c \\<b>"
+    assert md_cell("kernels 53 -> 57, a < b, R&D") == "kernels 53 -> 57, a < b, R&D"  # nothing to make inert
+    assert md_cell("&amp; x\\|y \\<i>") == "\\&amp; x\\\\\\|y \\\\\\<i>"  # a backslash cannot undo an escape
 
 
 def test_md_code_shows_text_as_written_in_a_fence_longer_than_its_backticks():

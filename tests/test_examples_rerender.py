@@ -51,3 +51,13 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
     if (ROOT / "docs" / "examples" / name / "estimates.json").exists():
         new, old = (json.loads((d / name / "estimates.json").read_text()) for d in (tmp_path, ROOT / "docs" / "examples"))
         assert _close(new, old)
+
+
+def test_no_published_markdown_carries_html_escapes():
+    """A report's Markdown is pasted into release notes and issues: `kernels 53 -> 57`, never `-&gt;`.
+    HTML in the data is made inert with Markdown's backslash escapes instead (analysis/render.py)."""
+    entity = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|[A-Za-z]+);")
+    files = sorted((ROOT / "docs" / "examples").glob("*/*.md"))
+    assert len(files) >= 2 * len(EXAMPLES)
+    found = {str(f.relative_to(ROOT)): m.group(0) for f in files if (m := entity.search(f.read_text()))}
+    assert found == {}

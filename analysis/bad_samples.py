@@ -1,0 +1,40 @@
+"""Step-time samples that are not finite positive times (NaN, inf, zero or negative: a broken timer or a
+damaged file, never a measurement): left out where they stand, and the cells named (docs/report.md,
+"Statistics")."""
+from __future__ import annotations
+
+SAMPLE_COLUMNS = ("eager_step_ms", "compiled_step_ms")
+_BAD = "(x IS NULL OR NOT isfinite(x) OR x <= 0)"
+
+
+def flagged_caveat(flagged: list) -> list[str]:
+    """The verdict's caveat for cells whose samples were partly left out (none when there are none)."""
+    return [f"{len(flagged)} cell(s) had step-time samples that are not finite positive times: left out, the "
+            "rest reported (listed under the run's header)."] if flagged else []
+
+
+def leave_out(con) -> list[tuple[str, str]]:
+    """A step-time sample that is not a finite positive time (NaN, inf, zero or negative: a broken
+    timer or a corrupt file, never a measurement) becomes NULL in place, so every process and block
+    keeps its position; medians and quantiles (SQL and stats.py) leave NULLs out. Returns (cell file,
+    what was left out) for each such cell: the report names them, and the rest is reported."""
+    counts = ", ".join(f"list_filter({c}, lambda x: {_BAD}) AS bad_{i}, len({c}) AS n_{i}"
+                       for i, c in enumerate(SAMPLE_COLUMNS))
+    where = " OR ".join(f"len(list_filter({c}, lambda x: {_BAD})) > 0" for c in SAMPLE_COLUMNS)
+    rows = con.execute(f"SELECT filename, cell_id, {counts} FROM cells_raw WHERE {where} ORDER BY filename").fetchall()
+    if not rows:
+        return []
+    for c in SAMPLE_COLUMNS:
+        con.execute(f"UPDATE cells_raw SET {c} = list_transform({c}, lambda x: CASE WHEN {_BAD} THEN NULL ELSE x END) "
+                    f"WHERE len(list_filter({c}, lambda x: {_BAD})) > 0")
+    out = []
+    for filename, cell_id, *cols in rows:
+        parts = []
+        for i, side in enumerate(("eager", "compiled")):
+            bad, n = cols[2 * i], cols[2 * i + 1]
+            if bad:
+                kinds = sorted({"NULL" if v is None else repr(v) if v != v or abs(v) == float("inf") else "<= 0"
+                                for v in bad})
+                parts.append(f"{len(bad)} of {n} {side} samples ({', '.join(kinds)})")
+        out.append((filename or cell_id, "; ".join(parts) + " are not finite positive times: left out"))
+    return out
