@@ -1,6 +1,6 @@
 """Step-time samples that are not finite positive times (NaN, inf, zero or negative: a broken timer or a
-damaged file, never a measurement): left out where they stand, and the cells named (docs/report.md,
-"Statistics")."""
+damaged file, never a measurement): left out where they stand, and the cells named (docs/statistics.md,
+"One run")."""
 from __future__ import annotations
 
 SAMPLE_COLUMNS = ("eager_step_ms", "compiled_step_ms")

@@ -57,8 +57,8 @@ def test_model_options_with_commas_work_on_the_command_line():
         parse_models("layers=2,gpt")
 
 
-def test_every_model_example_in_the_readme_builds_a_matrix():
-    readme = (ROOT / "README.md").read_text()
+def test_every_model_example_in_the_readme_and_the_options_builds_a_matrix():
+    readme = (ROOT / "README.md").read_text() + (ROOT / "docs" / "options.md").read_text()
     examples = set(re.findall(r"MODELS=([\w:=,./-]+)", readme)) | set(re.findall(r"`(gpt:[\w=,]+)`", readme))
     assert "mlp,gpt:layers=2,seq_len=128" in examples
     assert {"examples/user_model.py:build", "hf:BertForMaskedLM:num_hidden_layers=2,seq_len=64",

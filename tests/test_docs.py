@@ -44,6 +44,24 @@ def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
     assert quoted and quoted == verdict
 
 
+def test_the_readme_suite_table_is_the_published_suite_comparisons():
+    """The version section leads with the suite table of the published suite comparison, as rendered."""
+    readme = (ROOT / "README.md").read_text().split("## Comparing two PyTorch versions")[1].split("\n## ")[0]
+    quoted = [line[2:] for line in readme.splitlines() if line.startswith("> |")]
+    summary = (ROOT / "docs" / "examples" / "compare-su-h200-torch2.11.0-cu130-vs-su-h200-torch2.14.1-cu130"
+               / "summary.md").read_text()
+    table = [line for line in summary.split("**Per suite.**")[1].split("\n\n")[1].splitlines() if line.startswith("|")]
+    assert quoted and quoted == table
+    assert readme.index("> |") < readme.index("> - ")  # the suites first, then the built-in models' verdict
+
+
+def test_the_readme_is_short_and_every_doc_it_names_exists():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    for path in re.findall(r"\]\(((?:docs|data)/[^)#]+)\)", text):
+        assert (ROOT / path).exists(), path
+
+
 def test_the_wheel_packages_every_module_and_data_file():
     """`pip install .` must give a working tool: every folder of Python modules under collector/ and
     analysis/ is a listed package, and the presets, SQL and templates travel as package data
