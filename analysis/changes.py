@@ -212,7 +212,7 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     if not same:
         return [f"In {len(hit)} cell(s) with a called compiled change the two cold compiles autotuned kernels of one "
                 f"name differently (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared}); across versions a name "
-                "can be another kernel, so this is a hint, not a finding (docs/measurement.md, 'The autotune record')."]
+                "can be another kernel, so this is a hint, not a finding (docs/diagnostics.md, 'The autotune record')."]
     which = (f"the one whose time moved most: {k}, {kernels.config_change(ca, cb)}" if carried else
              f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
              "the change is not known")
@@ -220,7 +220,7 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
             f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
             f"kernels; {which}). Every process of a run shares its cold compile's "
             "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs, "
-            "or collect both with COLD_REPLICATES=1, whose intervals hold the draw (docs/measurement.md, "
+            "or collect both with COLD_REPLICATES=1, whose intervals hold the draw (docs/diagnostics.md, "
             "'The autotune record')."]
 
 

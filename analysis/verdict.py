@@ -212,7 +212,7 @@ def _autotune_caveat(speed: list[dict]) -> list[str]:
     out = []
     if tuned:
         out.append(f"{len(tuned)} of {n} cells autotuned kernels in their cold compile, a draw every process of the "
-                   "cell reuses: a rerun can differ by a few percent beyond their intervals (docs/measurement.md, "
+                   "cell reuses: a rerun can differ by a few percent beyond their intervals (docs/diagnostics.md, "
                    "'The autotune record'; COLD_REPLICATES=1 puts the draw inside them).")
     if cold:
         out.append(f"{len(cold)} of {n} cells compiled every process cold (COLD_REPLICATES=1): their intervals hold each "

@@ -7,7 +7,7 @@ lies outside A's 95% interval, both as the reports show them (A's interval from 
 `analysis.compare.run_intervals`; the same count as the comparison report's "holds ... in N of M"
 line), with B's shift against A and the interval's half-width, and a count per pair. A miss of a
 few hundredths of a percent is a run-level shift that the processes of one run cannot show
-(docs/measurement.md, "Third H200 session"); the comparison's minimum effect is what keeps such
+(docs/validation.md, "A/A: what a comparison calls when nothing changed"); the comparison's minimum effect is what keeps such
 shifts from being called.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ Per cell: the change of the geometric mean of the processes' cold first calls, t
 (analysis/estimates.py first_call_processes: Welch's t on the logarithms, widened by the run-wide A/A
 shift) and a pooled one (one process variance over every cell of the pair, so more degrees of
 freedom, with the same widening), each marked * where it calls a change. The pooled interval assumes
-every cell's compile is as noisy as the others; docs/measurement.md, "Twelfth H200 session", says why
+every cell's compile is as noisy as the others; docs/validation.md, "Planted changes: what a comparison finds", says why
 the comparison does not use it.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The folder is laid out as Inductor and Triton lay it out (inductor/<2 chars>/<hash>.py beside
 <key>.best_config; triton/<triton hash>/<kernel>.cubin|json); the real read happens on a GPU, where
-Inductor times candidates (docs/measurement.md, "The autotune record")."""
+Inductor times candidates (docs/diagnostics.md, "The autotune record")."""
 from __future__ import annotations
 
 import json

@@ -401,8 +401,7 @@ def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the
     """benchmarks/cold_compile_power.py on the committed COLD_REPLICATES pairs: the comparison's interval
     (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b and cp5-a/b,
     CPU cr-cpu-* and cp-cpu-a/b), and calls the planted +5 s (GPU) in 2 of 6 cells with 3 processes and
-    3 of 4 with 5, the +4 s (CPU) in 3 of 4 (docs/measurement.md, "Twelfth H200 session", "Thirteenth
-    H200 session"); the pooled alternative keeps the A/A clean too."""
+    3 of 4 with 5, the +4 s (CPU) in 3 of 4 (docs/validation.md, "Planted changes: what a comparison finds"); the pooled alternative keeps the A/A clean too."""
     aa = ["cp-a:cp-b", "cr-cpu-a:cr-cpu-b", "cr-cpu-a:cr-cpu-p10", "cr-cpu-b:cr-cpu-p10", "cp-cpu-a:cp-cpu-b",
           "cp5-a:cp5-b"]
     planted = ["cp-a:cp-p", "cp-b:cp-p", "cp-cpu-a:cp-cpu-p", "cp-cpu-b:cp-cpu-p", "cp5-a:cp5-p", "cp5-b:cp5-p"]
@@ -423,7 +422,7 @@ def test_the_like_for_like_change_calls_nothing_in_an_aa_pair_and_finds_a_plante
     """autotune_draws.py --by run: the change between two runs among the compiles of one draw. A/A: cp-a
     against cp-b (one torch, one machine, every process compiled cold): the interval holds 0. Planted:
     mt14-1 against a copy with every compiled sample x1.05: +5.0%, the interval holds 5 and not 0
-    (docs/measurement.md, "Thirteenth H200 session")."""
+    (docs/validation.md, "Planted changes: what a comparison finds")."""
     import shutil
 
     import pyarrow as pa
