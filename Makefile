@@ -92,7 +92,7 @@ help: ## list the targets
 	@echo "                     draw inside the intervals, one cold-compile sample a process)"
 	@echo "  report options:  RUN=<run id> (repeatable, space-separated) STRICT=1"
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
-	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other leases: which"
+	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other machines: which"
 	@echo "                   called changes repeat in every pair; with one CANDIDATE)"
 	@echo "  suites:          make collect PRESET=suites|timm|huggingface|builtin (screen: 1 process a cell), then"
 	@echo "                   make confirm BASELINE=<screen A> CANDIDATE=<screen B> [AA=<X>:<Y>|THRESHOLD=10%] (docs/suites.md)"

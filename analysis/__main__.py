@@ -48,7 +48,7 @@ def parse_args(argv):
     p.add_argument("--candidate", action="append",
                    help="compare: candidate run id(s) (B); several give one report each and a trend table")
     p.add_argument("--repeat", action="append", default=[], metavar="A2:B2",
-                   help="compare: a further pair of runs of the same two versions, from another lease (repeatable); "
+                   help="compare: a further pair of runs of the same two versions, from another machine or run set (repeatable); "
                    "the report says which called changes repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs from different devices, matrices or protocols (said on top of the report)")

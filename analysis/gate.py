@@ -10,7 +10,7 @@ whose point estimate is worse than the bound: a compiled or eager step time, a c
 or a peak memory more than the bound higher, or a speedup more than the bound lower. Changes that are
 not called (within the noise, launch-bound sides, one-sample quantities inside their A/A spread) never
 fail the gate, whatever their point estimate. With `--repeat A2:B2` (repeatable; make REPEATS=) the
-same two versions measured in other leases are judged too (analysis/repeats.py), and a regression
+same two versions measured on other machines are judged too (analysis/repeats.py), and a regression
 fails only where it is called a regression in every pair that measured its cell and its smallest
 change across them is beyond the bound; the others are listed as not repeated. Exit codes: 0 pass, 1 a regression beyond the bound
 (named, one line each), 2 bad input (unknown run, bad bound), 3 unreadable data.
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--quantities", default=",".join(est.QUANTITIES),
                    help=f"which quantities gate (default all: {','.join(est.QUANTITIES)})")
     p.add_argument("--repeat", action="append", default=[], metavar="A2:B2",
-                   help="a further pair of runs of the same two versions from another lease (repeatable): "
+                   help="a further pair of runs of the same two versions from another machine or run set (repeatable): "
                    "fail only on regressions that repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
     p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS,
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
             f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
             f"{len(failing)} beyond {bound * 100:g}%")
     if report.repeat_pairs:
-        # repeats where paired count: a cell some leases did not measure repeats in those that did
+        # repeats where paired count: a cell some pairs did not measure repeats in those that did
         head += f" that repeat in every pair of runs that has the cell ({len(report.repeat_pairs)} pairs)"
     for c, r in dropped:
         print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "

@@ -5,13 +5,13 @@ machine, interleaved). They do not hold what differs between machines of one kin
 offsets can differ between two torch versions: the MoE's reduce-overhead compiled step under torch
 2.11 read 0.921, 0.946 and 0.961 ms on three H200s, and 2.14.1 against 2.11 was called +3.3%, then
 not called (+0.6%), then -5.0% (docs/findings-versions.md). So the comparison takes further pairs of
-runs of the same two versions, each measured in its own lease (`--repeat A2:B2`, make REPEATS=),
+runs of the same two versions, each measured in its own run set (`--repeat A2:B2`, make REPEATS=),
 estimates every pair the same way (analysis/pair_estimates.py, one call rule) and says of every change
 called in any pair whether it
 
 - repeats: called the same way in every pair;
 - repeats where paired: called the same way in every pair that has the cell, two or more, while
-  another pair lacks it (weaker: fewer leases behind it);
+  another pair lacks it (weaker: fewer pairs behind it);
 - is not repeated: called in some pairs, not called in the others;
 - is called both ways: improved in one pair and regressed in another.
 

@@ -14,13 +14,12 @@ per-compile index, which differs between versions: hence patterns). With --slow,
 compiles by whether any matched kernel chose that configuration and prints each group's step-time
 range and count per torch (with two torches, a Fisher exact test of the counts and each group's change
 between the torches, like draw against like, with Welch's interval; --by run groups by run folder
-instead, for an A/A or planted pair of one torch): docs/findings-versions.md, "A sixth lease" and "A
-seventh lease", and docs/validation.md, "Planted changes: what a comparison finds", quote its output.
+instead, for an A/A or planted pair of one torch): docs/findings-versions.md, "The MoE: two speeds set per compile", and docs/validation.md, "Planted changes: what a comparison finds", quote its output.
 With --timings, also the autotuner's own timing of every candidate of each matched kernel, read from
 the cell log of a run collected with TORCH_LOGS=+torch._inductor.runtime.triton_heuristics (Inductor's
 "Benchmark all input configs" lines, one log section a process), and a summary per kernel: how far
 apart the candidates timed and how much the same candidate's timing moved between compiles
-(docs/findings-versions.md, "A seventh lease").
+(docs/findings-versions.md, "The MoE: two speeds set per compile").
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@
 #                                                        e.g. suites) under every interpreter PY, interleaved
 #                                                        cell by cell; start no cell after SECONDS (the same call resumes);
 #                                                        CELLS='<pattern>,...' in the environment narrows the matrix (make
-#                                                        reads it), as the third lease did (docs/measurement.md)
+#                                                        reads it), as the t4-h200 runs did (docs/findings-versions.md)
 #   bash benchmarks/versions_gpu.sh collector ARGS...      python3 -m collector ARGS... with the carried wheels on the path:
 #                                                        a confirmation written here by `make confirm WRITE_ONLY=1`
 #                                                        (its printed command's arguments; docs/suites.md)

@@ -76,3 +76,18 @@ def test_the_wheel_packages_every_module_and_data_file():
             if any(d.glob("*.py")) or any(d.glob("*.sql")) or any(d.glob("*.toml")) or any(d.glob("*.json")):
                 assert ".".join(d.relative_to(ROOT).parts) in listed, d
     assert "report_templates" in listed and "*.j2" in conf["package-data"]["report_templates"]
+
+
+def test_the_docs_are_references_of_at_most_about_400_lines_with_no_campaign_diary():
+    """docs/ by topic, each short enough to read; they speak of runs, machines and dates, never of
+    the project's working sessions or machine leases (history lives in git)."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "examples" / "INDEX.md"]
+    long = {p.name: n for p in docs if p.parent.name == "docs" and (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}
+    diary = re.compile(r"\bleases?\b|\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|"
+                       r"twelfth|thirteenth|next|this|that|previous|earlier) (H200 |GPU )?session\b|\bH200 session", re.I)
+    # the collector's own messages say "this session" of one collecting command: quoted, they are not prose
+    found = {f"{p.relative_to(ROOT)}:{i}": m.group(0) for p in docs
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if (m := diary.search(re.sub(r'"[^"]*"', '""', line)))}
+    assert found == {}

@@ -309,7 +309,7 @@ def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
 
 
 def test_the_guard_counts_of_the_committed_guard_logs():
-    """benchmarks/guard_counts.py on the sixth lease's TORCH_LOGS=guards logs (ResNet-50 bs1
+    """benchmarks/guard_counts.py on the gd-* runs' TORCH_LOGS=guards logs (ResNet-50 bs1
     reduce-overhead): 2.14.1's guard tree is 2.11's plus one kind, docs/findings-versions.md quotes it."""
     logs = [next((ROOT / "data" / "examples" / f"gd-torch{v}-cu130" / "logs").glob("*.log.gz")) for v in ("2.11.0", "2.14.1")]
     out = subprocess.run([sys.executable, "benchmarks/guard_counts.py", *map(str, logs)], cwd=ROOT,
@@ -328,7 +328,7 @@ def test_the_guard_counts_of_the_committed_guard_logs():
 def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_ones():
     """benchmarks/autotune_draws.py over the committed MoE compiles of both versions: every compile
     that chose XBLOCK=512/8 warps for the cast or the GELU kernel is slower than every compile that did
-    not, in each version (docs/findings-versions.md, "A sixth lease", "A seventh lease")."""
+    not, in each version (docs/findings-versions.md, "The MoE: two speeds set per compile")."""
     runs = [str(p) for pat in ("at-h200-*", "t6-*", "t6r-*", "at14-*", "crv-*", "cp-a", "cp-b", "cr-h200", "cr-h200-2",
                                "mt11-1", "mt14-1")
             for p in sorted((ROOT / "data" / "examples").glob(pat))]
@@ -361,7 +361,7 @@ def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
     mt11-1 and mt14-1, 10 cold compiles a version): the configuration each compile's record says it
     chose is, in all 40 choices, the one its own log timed fastest (so log sections and processes
     line up), and the same candidate's timing moves between compiles by more than the candidates
-    differ (docs/findings-versions.md, "A seventh lease"); a run without such a log says so; under
+    differ (docs/findings-versions.md, "The MoE: two speeds set per compile"); a run without such a log says so; under
     coordinate-descent tuning the picks leave the timed candidates."""
     runs = [str(ROOT / "data" / "examples" / r) for r in ("mt11-1", "mt14-1")]
     args = [sys.executable, "benchmarks/autotune_draws.py", "moe__infer__amp_bf16__bs8__reduce-overhead__model",
