@@ -91,3 +91,27 @@ def test_the_docs_are_references_of_at_most_about_400_lines_with_no_campaign_dia
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if (m := diary.search(re.sub(r'"[^"]*"', '""', line)))}
     assert found == {}
+
+
+def test_the_data_reference_names_every_column_of_the_schema():
+    """docs/data.md's column table is checked against collector/schema.py: every column is named
+    (a `prefix_*` pattern covers a family), and the heading says the current schema version."""
+    import fnmatch
+
+    from collector.schema import COLUMNS, SCHEMA_VERSION
+
+    text = (ROOT / "docs" / "data.md").read_text()
+    section = text.split("## Columns (schema version ", 1)[1].split("\n## ", 1)[0]
+    assert section.startswith(f"{SCHEMA_VERSION})")
+    named = set(re.findall(r"`([a-z0-9_*]+)`", section))
+    missing = [c for c in COLUMNS if not any(fnmatch.fnmatchcase(c, n) for n in named)]
+    assert missing == []
+
+
+def test_the_options_reference_names_every_make_variable():
+    """docs/options.md is checked against the Makefile: every variable make accepts is documented."""
+    make = (ROOT / "Makefile").read_text()
+    known = re.search(r"KNOWN_VARS := (.*?)\nUNKNOWN_VARS", make, re.S).group(1).replace("\\", " ").split()
+    text = (ROOT / "docs" / "options.md").read_text()
+    missing = [v for v in known if not re.search(rf"\b{v}=", text)]
+    assert missing == []
