@@ -38,6 +38,14 @@ PRESET ?= auto
 RUN ?=
 RUNS ?= data/runs
 opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
+# a switch (RETRY=1, SLURM_EXCLUSIVE=1, ...): empty, 0, no, false or off mean off
+on = $(filter-out 0 no No NO false False FALSE off Off OFF,$(strip $(1)))
+# make puts command-line variables into every recipe's environment, and sbatch's default --export=ALL
+# would carry them into the job, where srun reads SLURM_EXCLUSIVE, SLURM_ACCOUNT, ... as its own input:
+# this project's SLURM settings reach the collector as options only
+SLURM_SETTINGS := SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
+  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS
+$(foreach v,$(SLURM_SETTINGS),$(if $(filter command line,$(origin $(v))),$(eval unexport $(v))))
 # PYTHONS="<python> [<label>=<python> ...]": the same matrix under several interpreters (torch versions),
 # interleaved cell by cell on this machine; each writes its own run <RUN>-<label>
 PYTHONS ?=
@@ -52,11 +60,11 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
   $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) \
   $(call opt,--slurm-cpus,$(SLURM_CPUS)) $(call opt,--slurm-gpus,$(SLURM_GPUS)) $(call opt,--slurm-mem,$(SLURM_MEM)) \
-  $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(SLURM_EXCLUSIVE),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
-  $(if $(ALLOW_MIXED),--allow-mixed) $(if $(RETRY),--retry-failed)
-REPORT_ARGS = --out reports $(if $(ALL),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
+  $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(call on,$(SLURM_EXCLUSIVE)),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
+  $(if $(call on,$(ALLOW_MIXED)),--allow-mixed) $(if $(call on,$(RETRY)),--retry-failed)
+REPORT_ARGS = --out reports $(if $(call on,$(ALL)),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(foreach p,$(REPEATS),--repeat "$(p)") \
-  $(if $(STRICT),--strict) $(if $(ALLOW_MISMATCH),--allow-mismatch) \
+  $(if $(call on,$(STRICT)),--strict) $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
 .PHONY: help collect confirm collect-status collect-cancel merge report gate test test-fast bench reliability clean-reports
@@ -129,11 +137,11 @@ collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA i
 confirm: $(COLLECT_DEPS) ## re-measure (PROCESSES, default 3) the cells of two screens that moved: BASELINE= CANDIDATE= [AA=X:Y|THRESHOLD=10%] [RUN=] [DRY=1]
 	$(PY) -m analysis confirm --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" --out "$(RUNS)" \
 	  --processes "$(or $(PROCESSES),3)" $(call opt,--threshold,$(THRESHOLD)) $(call opt,--aa,$(AA)) $(call opt,--run,$(RUN)) \
-	  $(call opt,--cells,$(CELLS)) $(call opt,--max-cells,$(MAX_CELLS)) $(if $(DRY),--dry-run) $(if $(WRITE_ONLY),--write-only)
+	  $(call opt,--cells,$(CELLS)) $(call opt,--max-cells,$(MAX_CELLS)) $(if $(call on,$(DRY)),--dry-run) $(if $(call on,$(WRITE_ONLY)),--write-only)
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
-	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(RESUBMIT),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(WATCH),--watch)
+	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(call on,$(RESUBMIT)),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(call on,$(WATCH)),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
 	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }
@@ -149,7 +157,7 @@ report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published exampl
 gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
 	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
 	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
-	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(ALLOW_MISMATCH),--allow-mismatch)
+	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch)
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q tests

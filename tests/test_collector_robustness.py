@@ -260,6 +260,30 @@ def test_an_unknown_make_variable_is_an_error_not_ignored():
     assert ok.returncode == 0, ok.stderr
 
 
+def test_make_keeps_slurm_settings_out_of_the_environment_and_a_zero_switch_is_off(tmp_path):
+    """SLURM_EXCLUSIVE=1 on make's command line once reached srun through the environment make gives
+    its recipes (and sbatch's --export=ALL), failing every task ("Invalid --exclusive specification"):
+    the settings reach the collector as options only. And RETRY=0, SLURM_EXCLUSIVE=0 mean off."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/usr/bin/env python3\nimport os, sys\nprint('ARGS', ' '.join(sys.argv[1:]))\n"
+                    "print('ENV', ' '.join(sorted(k for k in os.environ if k.startswith('SLURM_'))))\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+    def make(*args):
+        done = subprocess.run(["make", "-s", "collect", f"PYTHON={fake}", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        lines = dict(line.split(" ", 1) if " " in line else (line, "") for line in done.stdout.splitlines())
+        return lines["ARGS"], lines["ENV"].split()
+
+    args, seen = make("EXECUTOR=slurm", "SLURM_EXCLUSIVE=1", "SLURM_PARTITION=debug", "SLURM_ACCOUNT=a", "RETRY=1")
+    assert "--slurm-exclusive" in args and '--slurm-partition debug' in args and "--retry-failed" in args
+    assert seen == []  # nothing for srun to read as its own input
+    args, _ = make("EXECUTOR=slurm", "SLURM_EXCLUSIVE=0", "RETRY=0", "ALLOW_MIXED=no")
+    assert "--slurm-exclusive" not in args and "--retry-failed" not in args and "--allow-mixed" not in args
+
+
 def test_a_finished_run_says_how_to_measure_again_and_the_summary_keeps_full_ids(tmp_path):
     m = mx.build_matrix("smoke", {"models": ["gpt:layers=1,seq_len=64,vocab=4096"], "processes": 1})
     out = io.StringIO()
