@@ -18,12 +18,21 @@ import os
 import sys
 from pathlib import Path
 
-from collector import executors, models, scratch, shard  # noqa: E402
-from collector import matrix as mx  # noqa: E402
-from collector.cell import memory_limit_mb  # noqa: E402
-from collector.runner import PROJECT_ROOT  # noqa: E402
-from collector.stop import INTERRUPTED, REPORTED, interrupt  # noqa: E402
-from collector.store import RunError, check_run_id  # noqa: E402
+try:
+    from collector import executors, models, scratch, shard  # noqa: E402
+    from collector import matrix as mx  # noqa: E402
+    from collector.cell import memory_limit_mb  # noqa: E402
+    from collector.runner import PROJECT_ROOT  # noqa: E402
+    from collector.stop import INTERRUPTED, REPORTED, interrupt  # noqa: E402
+    from collector.store import RunError, check_run_id  # noqa: E402
+except ModuleNotFoundError as _missing:  # a bare interpreter: say what to install, not a traceback
+    if __name__ != "__main__":
+        raise
+    print(f"error: the collector needs the package {_missing.name!r}, which {sys.executable} cannot import: "
+          "use `make collect` (it builds .venv with what the collector needs), or `pip install .` and torch "
+          "(`pip install torch`) into this interpreter; `make collect PYTHON=<python>` uses one that has them",
+          file=sys.stderr)
+    sys.exit(2)
 
 
 def _csv(kind):

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -258,6 +259,8 @@ def _span(ids: list[str]) -> str:
 
 
 def main(argv=None) -> int:
+    if argv is None:  # the command line: `... status RUN | head -1` ends quietly, no BrokenPipeError
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     p = argparse.ArgumentParser(prog="python -m collector.slurm", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("status", help="show a SLURM run's progress; --resubmit queues the lost cells again")

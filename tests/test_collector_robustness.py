@@ -381,3 +381,14 @@ def test_the_environment_probe_dies_with_a_killed_collector(tmp_path):
             break
         time.sleep(0.05)
     assert _gone(probe), "the probe outlived the collector"
+
+
+def test_a_missing_package_is_one_message_naming_it_and_what_to_install():
+    """`python -m collector` under an interpreter without the collector's packages: one line naming the
+    package and how to get it, exit 2, no traceback."""
+    code = ("import sys, runpy; sys.modules['pyarrow'] = None; sys.argv = ['collector', '--dry-run'];"
+            "runpy.run_module('collector', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "needs the package 'pyarrow'" in done.stderr and "make collect" in done.stderr
+    assert "Traceback" not in done.stderr
