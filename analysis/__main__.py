@@ -17,7 +17,7 @@ from analysis.load import DataError, discover_runs, load
 from analysis.compare import build_compare_report
 from analysis.render import render, render_compare
 
-ROOT = Path(__file__).resolve().parent.parent
+from analysis.index import ROOT  # the checkout, or the current folder for an installed package
 
 
 class OutputError(OSError):

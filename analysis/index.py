@@ -16,7 +16,17 @@ from pathlib import Path
 from analysis.load import DataError
 from analysis.render import md_cell, write_atomic
 
-ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_root() -> Path:
+    """The project folder: the checkout this package sits in (it has data/), else the current directory
+    (an installed package lives in site-packages, where no data/ is: `python -m analysis` run from a
+    project folder reads that folder's data/ and writes its reports/)."""
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "data").is_dir() else Path.cwd()
+
+
+ROOT = project_root()
 PUBLISHED = ROOT / "data" / "examples" / "published.toml"
 
 

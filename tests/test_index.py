@@ -47,3 +47,23 @@ def test_every_published_id_exists():
     named |= {x for reps in pub.repeats.values() for pair in reps for x in pair.split(":")}
     assert named <= ids, named - ids
     assert pub.repeats  # the README's comparison names its repeats
+
+
+def test_an_installed_analysis_reads_the_current_folders_data(tmp_path):
+    """Installed with pip, the package sits in site-packages with no data/ beside it: `python -m analysis`
+    run from a project folder reads that folder's data/ and writes its reports/ there."""
+    import shutil
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    for pkg in ("analysis", "collector", "report_templates"):
+        shutil.copytree(ROOT / pkg, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "small", proj / "data" / "runs")
+    done = subprocess.run([sys.executable, "-m", "analysis", "--reps", "100"], cwd=proj,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (proj / "reports" / "fixture-small" / "report.md").is_file()
+    assert "site-packages" not in done.stderr
