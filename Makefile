@@ -106,7 +106,7 @@ help: ## list the targets
 	@echo "                   make confirm BASELINE=<screen A> CANDIDATE=<screen B> [AA=<X>:<Y>|THRESHOLD=10%] (docs/suites.md)"
 	@echo "                   [CELLS=<pattern>,...] [MAX_CELLS=<n>] [DRY=1|WRITE_ONLY=1 (write the preset, measure elsewhere)]"
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
-	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory]"
+	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
@@ -157,7 +157,7 @@ report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published exampl
 gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
 	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
 	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
-	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch)
+	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) $(call opt,--min-effect,$(MIN_EFFECT))
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q tests

@@ -74,6 +74,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
     p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS,
                    help="bootstrap replicates where a cell has one process")
+    p.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT, dest="min_effect",
+                   help="smallest change (as a fraction) that is called, as in the report (default 0.02)")
     args = p.parse_args(argv)
 
     try:
@@ -93,7 +95,7 @@ def main(argv: list[str]) -> int:
         loaded = load([runs[x] for x in dict.fromkeys(ids)])
         prepare(loaded)
         report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps,
-                                      repeat_runs=[(runs[x], runs[y]) for x, y in pairs])
+                                      min_effect=args.min_effect, repeat_runs=[(runs[x], runs[y]) for x, y in pairs])
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

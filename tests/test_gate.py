@@ -33,6 +33,20 @@ def test_the_aa_across_interpreters_passes_and_the_planted_5_percent_fails_namin
     assert code == 0 and "0 called regression(s)" in out.out
 
 
+def test_the_minimum_effect_reaches_the_gate_as_it_reaches_the_report(capsys):
+    """`make gate MIN_EFFECT=` was ignored (the gate had no --min-effect): a minimum effect above every
+    planted change leaves nothing called, so the planted 5% passes; the default fails it."""
+    planted = ["--baseline", "aa-venv-venv", "--candidate", "aa-venv-venvp5", "--max-regression", "2%", "--allow-mismatch"]
+    code, out = run_gate(capsys, *planted)
+    assert code == 1
+    code, out = run_gate(capsys, *planted, "--min-effect", "0.06")
+    assert code == 0 and "0 called regression(s)" in out.out
+    import subprocess
+    done = subprocess.run(["make", "-n", "gate", "BASELINE=a", "CANDIDATE=b", "MIN_EFFECT=0.06", "PYTHON=python3"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert '--min-effect "0.06"' in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--baseline", "nope", "--candidate", "aa-venv-venv"], "unknown run(s) nope"),
     (["--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "lots"], "a percentage"),
