@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from collector.contract import suite_of  # noqa: E402  (the collector's own rule: the prefix names the suite)
+
 
 def cells(run_dir: Path) -> dict[str, dict]:
     out = {}
@@ -27,10 +30,6 @@ def cells(run_dir: Path) -> dict[str, dict]:
         for r in pq.read_table(f).to_pylist():
             out[r["cell_id"]] = r
     return out
-
-
-def suite(model: str) -> str:
-    return "timm" if model.startswith("timm:") else "huggingface" if model.startswith("hf:") else "other"
 
 
 def _med(xs) -> float | None:
@@ -57,7 +56,7 @@ def rows(a_dir: Path, b_dir: Path) -> list[dict]:
         r = a.get(cid) or b.get(cid)
         sa, sb = summary(a.get(cid)), summary(b.get(cid))
         ratio = (lambda k: sb[k] / sa[k] - 1 if sa.get(k) and sb.get(k) else None)
-        out.append({"cell_id": cid, "suite": suite(r["model"]), "model": r["model"], "phase": r["phase"],
+        out.append({"cell_id": cid, "suite": suite_of(r["model"]), "model": r["model"], "phase": r["phase"],
                     "a": sa, "b": sb, "compiled_change": ratio("compiled_ms"), "eager_change": ratio("eager_ms"),
                     "speedup_change": ratio("speedup")})
     return sorted(out, key=lambda x: (x["suite"], x["phase"], x["model"]))
