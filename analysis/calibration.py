@@ -1,5 +1,5 @@
 """Calibration of the comparison on committed runs: how often A's intervals miss B (an A/A), and the
-comparison's change interval beside a Welch interval (a candidate replacement, not adopted).
+comparison's (exact) change interval beside a Welch interval (a candidate replacement, not adopted).
 
 Used by benchmarks/aa_misses.py and benchmarks/interval_coverage.py (which print the figures
 docs/measurement.md quotes) and by the tests that hold those figures.
@@ -53,18 +53,18 @@ def real(data: str, runs: list[str], min_effect: float = stats.MIN_EFFECT) -> li
         sb = {c.key: c for c in _samples(loaded, b)["reps"]}
         keys = sorted(k for k in sa if k in sb and sa[k].processes >= 2 and sb[k].processes >= 2
                       and not np.array_equal(sa[k].eager_ms, sa[k].compiled_ms))
-        ma = stats.bootstrap_medians([sa[k] for k in keys], seed=1)  # as analysis/compare.py draws them
-        mb = stats.bootstrap_medians([sb[k] for k in keys], seed=2)
+        ma = stats.cell_dists([sa[k] for k in keys])  # as analysis/pair_estimates.py computes them
+        mb = stats.cell_dists([sb[k] for k in keys])
         now0 = welch0 = now_called = welch_called = 0
         widths = []
         for k in keys:
-            d_now = np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1]))  # the change's replicates
-            lo, hi = stats.interval(d_now)
+            d_now = mb[k]["speedup"] - ma[k]["speedup"]  # the change, exact
+            lo, hi = d_now.interval()
             la, lb = stats.log_process_speedups(sa[k]), stats.log_process_speedups(sb[k])
             wlo, whi = welch(la, lb)
             now0 += lo <= 0 <= hi
             welch0 += wlo <= 0 <= whi
-            now_called += not (lo <= 0 <= hi) and abs(np.median(d_now)) >= small
+            now_called += not (lo <= 0 <= hi) and abs(d_now.centre) >= small
             welch_called += not (wlo <= 0 <= whi) and abs(lb.mean() - la.mean()) >= small
             widths.append((whi - wlo) / (hi - lo))
         print(f"{a:>28} {b:>28} {len(keys):>5} {now0:>12} {welch0:>6} {now_called:>11} {welch_called:>6} "

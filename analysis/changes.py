@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from analysis import estimates as est
+from analysis import run_level
 from analysis import kernels
 from analysis.fmt import cell_label
 from analysis.load import Run, sql
@@ -197,7 +198,8 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
         if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
             continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
         e = ests["compiled"].get(p["cell_id"])
-        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
+        drawn = e is not None and e.call == run_level.DRAW  # withheld (analysis/run_level.py): say which kernels
+        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and (e.called or drawn) else None
         if r is None or not r.changed:
             continue
         sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
@@ -216,12 +218,12 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     which = (f"the one whose time moved most: {k}, {kernels.config_change(ca, cb)}" if carried else
              f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
              "the change is not known")
-    return [f"In {len(hit)} cell(s) with a called compiled change Inductor's autotuning chose other launch "
+    return [f"In {len(hit)} cell(s) with a compiled change Inductor's autotuning chose other launch "
             f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
             f"kernels; {which}). Every process of a run shares its cold compile's "
-            "choices, so such a change can be the draw of one compile, not a change of the code: repeat the runs, "
-            "or collect both with COLD_REPLICATES=1, whose intervals hold the draw (docs/diagnostics.md, "
-            "'The autotune record')."]
+            "choices, so such a change can be the draw of one compile, not a change of the code, and its "
+            "compiled-step and speedup changes are not called: repeat the runs, or collect both with "
+            "COLD_REPLICATES=1, whose intervals hold the draw (docs/diagnostics.md, 'The autotune record')."]
 
 
 def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import changes, kernels, pair_estimates, repeats
+from analysis import changes, kernels, pair_estimates, repeats, run_level, tdist
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -247,12 +247,10 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     dtypes = {k[3] for k in groups}
     for (phase, mode, scope, dtype), members in sorted(groups.items()):
         ids = [m["cell_id"] for m in members]
-        s_reps = np.exp(np.mean([fam["speedup"][i] for i in ids], axis=0))
-        c_reps = np.exp(np.mean([fam["compiled"][i] for i in ids], axis=0))
+        s_lo, s_hi = (float(np.exp(v)) for v in tdist.mean([fam["speedup"][i] for i in ids]).interval())
+        c_lo, c_hi = (float(np.exp(v)) for v in tdist.mean([fam["compiled"][i] for i in ids]).interval())
         s_point = float(np.exp(np.mean([np.log(m["speedup_b"] / m["speedup_a"]) for m in members])))
         c_point = float(np.exp(np.mean([np.log(m["compiled_b"] / m["compiled_a"]) for m in members])))
-        s_lo, s_hi = np.quantile(s_reps, [0.025, 0.975])
-        c_lo, c_hi = np.quantile(c_reps, [0.025, 0.975])
         ga = float(np.exp(np.mean([np.log(m["speedup_a"]) for m in members])))
         gb = float(np.exp(np.mean([np.log(m["speedup_b"]) for m in members])))
         summary.append(SummaryRow(phase, mode, scope, dtype, len(members), fmt_x(ga), fmt_x(gb), _pct(s_point),
@@ -261,9 +259,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   sum(calls["speedup"][i].call == "regressed" for i in ids)))
         what = "inference" if phase == "infer" else "training"
         scope_txt = ("" if scope == "model" else ", whole-step compile") + (f", {dtype}" if len(dtypes) > 1 else "")
-        e_reps = np.exp(np.mean([fam["eager"][i] for i in ids], axis=0))
         e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
-        e_lo, e_hi = np.quantile(e_reps, [0.025, 0.975])
+        e_lo, e_hi = (float(np.exp(v)) for v in tdist.mean([fam["eager"][i] for i in ids]).interval())
         # eager "moved with it" only when it moved the same way, by at least the minimum effect and by
         # at least half as much as compiled: a tight +0.2% eager shift beside a +10% compiled one is
         # the compile's change (seen on a planted +10% on the H200), not a shared cause
@@ -322,8 +319,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         trend_rows.setdefault((phase, mode, scope, dtype), {})[run_id] = f"{g:.2f}x ({n})"
     trend = [(f"{k[0]} {k[1]} {k[3]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
              for k, v in sorted(trend_rows.items())]
-    forest = sorted(((r.label, float(np.exp(np.median(fam["speedup"][p["cell_id"]]))),
-                      *np.exp(np.quantile(fam["speedup"][p["cell_id"]], [0.025, 0.975])))
+    forest = sorted(((r.label, float(np.exp(fam["speedup"][p["cell_id"]].centre)),
+                      *np.exp(fam["speedup"][p["cell_id"]].interval()))
                      for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
     labels = pe.labels
@@ -345,6 +342,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
     verdict = changes.verdict(a, b, ests, labels, transitions, min_effect)
     caveats = changes.caveats(a, b, pairs, ests)
+    if pe.shift is not None:  # named once, at the top of what limits the verdict
+        caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
     rep_pairs, rep_rows = [], []
     if repeat_runs:
         every = [(a, b)] + list(repeat_runs)
@@ -382,4 +381,5 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
         repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
-            pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))
+            pairs, cell_label, lambda side, cid: any(cid in ests[q] and (ests[q][cid].call in css or ests[q][cid].call
+                                                                          == run_level.DRAW) for q in (side, "speedup"))))

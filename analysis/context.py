@@ -158,7 +158,7 @@ class RunReport:
 
 def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float = stats.MIN_EFFECT) -> dict:
     """Interval of every compiled cell of the run (stats.run_stats, computed once per run) and its
-    verdict; store table `verdicts` (the report's SQL joins it); return replicates by cell."""
+    verdict; store table `verdicts` (the report's SQL joins it); return each cell's LogDist of ln speedup."""
     con = loaded.con
     rs = stats.run_stats(loaded, run_id, reps)
     points = dict(con.execute("SELECT cell_id, speedup FROM stats WHERE run_id = $run_id", {"run_id": run_id}).fetchall())
@@ -171,7 +171,7 @@ def compute_verdicts(loaded: Loaded, run_id: str, reps: int, min_effect: float =
     con.register("new_verdicts", frame)
     con.execute("INSERT INTO verdicts SELECT * FROM new_verdicts")
     con.unregister("new_verdicts")
-    return rs.speedup_reps
+    return rs.speedup
 
 
 def prepare(loaded: Loaded) -> None:

@@ -103,11 +103,10 @@ def call_rule(point: float | None, lo: float | None, hi: float | None, min_effec
     return IMPROVED if (point > 1) == higher_is_better else REGRESSED
 
 
-def from_log_replicates(quantity: str, log_reps: np.ndarray, point: float | None, min_effect: float,
-                        reason: str, q: float | None = None, not_callable: str | None = None,
-                        apart: bool | None = None) -> Estimate:
-    """An estimate whose interval is the central 95% of replicates of ln(ratio)."""
-    lo, hi = (float(v) for v in np.exp(np.quantile(log_reps, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])))
+def from_log_dist(quantity: str, dist, point: float | None, min_effect: float, reason: str,
+                  q: float | None = None, not_callable: str | None = None, apart: bool | None = None) -> Estimate:
+    """An estimate whose interval is the central 95% of a LogDist of ln(ratio) (analysis/tdist.py)."""
+    lo, hi = (math.exp(v) for v in dist.interval(LEVEL))
     return Estimate(quantity, point, lo, hi,
                     call_rule(point, lo, hi, min_effect, QUANTITIES[quantity][1], not_callable, apart), reason, q)
 

@@ -68,3 +68,15 @@ def fmt_steps(v, eligible: bool, verdict: str | None = None) -> str:
 def cell_label(r) -> str:
     scope = "" if r["compile_scope"] == "model" else f" [{r['compile_scope']}]"
     return f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']}{scope}"
+
+
+def verdict_block(summary_md: str) -> list[str]:
+    """A run's summary.md from its verdict to its caveats (what the README quotes): from the line that
+    starts "Compiling " or "No cell" up to the slower-cells or failures list, trailing blanks dropped."""
+    lines = summary_md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(("Compiling ", "No cell")))
+    end = next((i for i, line in enumerate(lines) if line.startswith(("Slower compiled (", "Failures ("))), len(lines))
+    body = lines[start:end]
+    while body and not body[-1].strip():
+        body.pop()
+    return body

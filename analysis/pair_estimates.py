@@ -3,8 +3,9 @@
 The one place a comparison's per-cell statistics are computed: the comparison report
 (analysis/compare.py) and the repeats across pairs of runs (analysis/repeats.py) both read it.
 Per paired ok cell: the change in speedup, compiled step and eager step, each a ratio B/A with a
-95% interval from the two runs' replicates (analysis/stats.py: over processes where a cell has
-several, over blocks where it has one; the runs independent) and a Benjamini-Hochberg q-value over
+95% interval of the difference of the two runs' log figures (analysis/tdist.py: the exact t model
+over processes where a cell has several, block-bootstrap replicates where it has one; the runs
+independent) and a Benjamini-Hochberg q-value over
 the family; cold and warm first call and compiled peak memory (analysis/estimates.py). Cells timed
 in one process in either run, and the step time of a launch-bound side, are never called.
 """
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import estimates as est
-from analysis import stats
+from analysis import run_level, stats
 from analysis.fmt import cell_label
 from analysis.load import Loaded, Run, sql
+from analysis.run_level import RunShift
+from analysis.tdist import LogDist
 
 
 @dataclass
@@ -31,8 +34,9 @@ class PairEstimates:
     samples: tuple[dict, dict]  # per run: {"reps": [CellReps], "has_compiled": {cell_id: bool}}
     processes: tuple[dict, dict]  # per run: cell_id -> processes
     callable_ids: set  # cells timed in several processes in both runs
-    fam: dict[str, dict[str, np.ndarray]]  # speedup / compiled / eager: cell_id -> ln(B/A) replicates
+    fam: dict[str, dict[str, LogDist]]  # speedup / compiled / eager: cell_id -> ln(B/A), exact or drawn
     ests: dict[str, dict[str, est.Estimate]]  # quantity -> cell_id -> estimate
+    shift: RunShift | None = None  # a run-wide shift of both sides, named once (analysis/run_level.py)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -53,26 +57,25 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
     by_id = {p["cell_id"]: p for p in pairs}
     sa, sb = samples(loaded, a.run_id), samples(loaded, b.run_id)
     cells_a, cells_b = ({c.key: c for c in x["reps"]} for x in (sa, sb))
-    ma = stats.bootstrap_medians(sa["reps"], reps=reps, seed=1)
-    mb = stats.bootstrap_medians(sb["reps"], reps=reps, seed=2)
+    ma = stats.cell_dists(sa["reps"], reps=reps, seed=1)
+    mb = stats.cell_dists(sb["reps"], reps=reps, seed=2)
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
     # cells timed in several processes in both runs: the only ones a change is called on
     callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
 
-    fam: dict[str, dict[str, np.ndarray]] = {"speedup": {}, "compiled": {}, "eager": {}}
+    fam: dict[str, dict[str, LogDist]] = {"speedup": {}, "compiled": {}, "eager": {}}
     for p in pairs:
         cid = p["cell_id"]
         if cid not in ma or cid not in mb or p["status_a"] != "ok" or p["status_b"] != "ok":
             continue
-        (ea, ka), (eb, kb) = ma[cid], mb[cid]
-        fam["eager"][cid] = np.log(eb / ea)
+        fam["eager"][cid] = mb[cid]["eager"] - ma[cid]["eager"]
         if sa["has_compiled"].get(cid) and sb["has_compiled"].get(cid):
-            fam["compiled"][cid] = np.log(kb / ka)
-            fam["speedup"][cid] = np.log((eb / kb) / (ea / ka))
+            fam["compiled"][cid] = mb[cid]["compiled"] - ma[cid]["compiled"]
+            fam["speedup"][cid] = mb[cid]["speedup"] - ma[cid]["speedup"]
     ests: dict[str, dict[str, est.Estimate]] = {q: {} for q in est.QUANTITIES}
     for name, reps_by in fam.items():
         ids = list(reps_by)
-        qs = stats.benjamini_hochberg([stats.bootstrap_p(reps_by[i]) for i in ids])
+        qs = stats.benjamini_hochberg([reps_by[i].p_value() for i in ids])
         for cid, q in zip(ids, qs):
             pr = by_id[cid]
             point = est.ratio(pr[f"{name}_b"], pr[f"{name}_a"])
@@ -87,14 +90,14 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
                 # a host-paced side moves between processes and runs with the host's state (A/A on
                 # the H200: up to +50% with one process slow); only the in-process speedup is callable
                 single = "launch-bound side"
-            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if not single
+            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if cid in callable_ids
                      else "block bootstrap inside one process")
             apart = None
             if name != "speedup":  # each side on its own: its processes must not overlap between the runs
                 side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
                 apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
                                         for cs in (cells_a, cells_b)))
-            ests[name][cid] = est.from_log_replicates(name, reps_by[cid], point, min_effect, basis, q, single, apart)
+            ests[name][cid] = est.from_log_dist(name, reps_by[cid], point, min_effect, basis, q, single, apart)
     for p in pairs:
         cid = p["cell_id"]
         if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
@@ -105,4 +108,8 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
                              else est.first_call("cold", p["cold_a"], p["cold_b"], min_effect))
         ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
         ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
-    return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests)
+    # what the processes cannot show: the autotuning draw, a shift of the whole run (analysis/run_level.py)
+    same_build = bool(a.env.get("torch_version")) and a.env.get("torch_version") == b.env.get("torch_version")
+    run_level.withhold_draws(pairs, ests, same_build)
+    shift = run_level.withhold_run_wide(ests, callable_ids, min_effect)
+    return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests, shift)

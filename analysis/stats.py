@@ -70,7 +70,7 @@ class RunStats:
 
     run_id: str
     reps: int
-    speedup_reps: dict  # cell id -> replicates of the speedup (over processes, or blocks for one process)
+    speedup: dict  # cell id -> LogDist of ln speedup (t over processes, or block-bootstrap replicates)
     intervals: dict  # cell id -> (lo, hi): the exact t bound over processes (exact_t_interval), or for a
     # cell of one process the 95% percentile interval of its block-bootstrap replicates
 
@@ -164,16 +164,32 @@ def run_stats(loaded, run_id: str, reps: int = DEFAULT_REPS) -> RunStats:
     key = ("run_stats", run_id)
     if key not in loaded.cache:
         cells = [c for c, compiled in run_samples(loaded, run_id) if compiled]  # eager-only: no speedup
-        by_cell = bootstrap_speedups(cells, reps=reps)
-        # several processes: a cell's own interval is the exact t bound (the draws stay for what is
-        # built from them: geometric means, comparisons); one process: its bootstrap quantiles
-        own = {c.key: exact_t_interval(log_process_speedups(c)) for c in cells if c.processes >= 2}
-        single = [k for k in by_cell if k not in own]
-        if single:
-            bounds = intervals(np.stack([by_cell[k] for k in single]))
-            own.update({k: (float(lo), float(hi)) for k, (lo, hi) in zip(single, bounds)})
-        loaded.cache[key] = RunStats(run_id, reps, by_cell, {k: own[k] for k in by_cell})
+        dist = {k: d["speedup"] for k, d in cell_dists(cells, reps).items()}
+        own = {k: tuple(math.exp(v) for v in d.interval()) for k, d in dist.items()}
+        loaded.cache[key] = RunStats(run_id, reps, dist, own)
     return loaded.cache[key]
+
+
+def cell_dists(cells: list[CellSamples], reps: int = DEFAULT_REPS, seed: int = 0) -> dict[tuple, dict]:
+    """Per cell, the LogDist (analysis/tdist.py) of ln eager, ln compiled and ln speedup: the t
+    model over processes for a cell of P >= 2 processes (exact; the three share one set of
+    processes), the paired block bootstrap's replicates for a cell of one process (`seed`)."""
+    from analysis.tdist import LogDist
+
+    single = [c for c in cells if c.processes < 2]
+    boot = bootstrap_medians(single, reps, seed) if single else {}
+    out = {}
+    for c in cells:
+        if c.processes >= 2:
+            e = np.log(process_medians(c.eager_ms, c.processes))
+            k = np.log(process_medians(c.compiled_ms, c.processes))
+            out[c.key] = {"eager": LogDist.of_processes(e), "compiled": LogDist.of_processes(k),
+                          "speedup": LogDist.of_processes(e - k)}
+        else:
+            be, bk = (np.log(x) for x in boot[c.key])
+            out[c.key] = {"eager": LogDist.of_replicates(be), "compiled": LogDist.of_replicates(bk),
+                          "speedup": LogDist.of_replicates(be - bk)}
+    return out
 
 
 def missing(v) -> bool:
@@ -287,10 +303,13 @@ def interval(replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]
     return float(lo), float(hi)
 
 
-def geomean_interval(replicates: list[np.ndarray], level: float = 0.95) -> tuple[float, float]:
-    """Interval of the geometric mean over cells, from each cell's bootstrap replicates."""
-    logs = np.log(np.stack(replicates))  # [cells, reps]
-    return interval(np.exp(logs.mean(axis=0)), level)
+def geomean_interval(dists: list, level: float = 0.95) -> tuple[float, float]:
+    """Interval of the geometric mean over cells, from each cell's LogDist of its ln figure
+    (exact where every cell has processes: analysis/tdist.py)."""
+    from analysis import tdist
+
+    lo, hi = tdist.mean(dists).interval(level)
+    return math.exp(lo), math.exp(hi)
 
 
 def verdict(lo: float, hi: float, point: float | None = None, min_effect: float = 0.0) -> str:
@@ -309,13 +328,6 @@ def verdict(lo: float, hi: float, point: float | None = None, min_effect: float 
 def is_noisy(*iqr_rel: float | None, threshold: float = NOISE_THRESHOLD) -> bool:
     """True when any side's IQR/median exceeds the threshold."""
     return any(v is not None and v == v and v > threshold for v in iqr_rel)
-
-
-def bootstrap_p(log_ratio_reps: np.ndarray) -> float:
-    """Two-sided bootstrap p-value for "no change" (log ratio 0), at least 1/reps."""
-    n = len(log_ratio_reps)
-    tail = min(np.mean(log_ratio_reps <= 0), np.mean(log_ratio_reps >= 0))
-    return float(min(1.0, max(2 * tail, 1 / n)))
 
 
 def benjamini_hochberg(pvalues: list[float]) -> list[float]:

@@ -6,8 +6,8 @@ fail or newly pass and how each suite's figures moved (docs/suites.md).
 - pass rate: ok cells over attempted cells. A cell that failed to build, export, compile or run, or whose
   compiled output differs from eager's (accuracy_fail), counts in the denominator; a `skipped` cell (a
   package missing where it ran) was not attempted and does not.
-- geomean speedup: over the ok cells, with the interval of the run report's verdict (each cell's
-  replicates; analysis/stats.geomean_interval).
+- geomean speedup: over the ok cells, with the interval of the run report's verdict (the exact t
+  model over each cell's processes; analysis/stats.geomean_interval).
 - cold compile: the median and the total of the ok cells' first compiled calls (cold cache), seconds.
 - memory ratio: the geometric mean of compiled / eager peak allocated memory (warm), CUDA only.
 - between runs, the suite's speedup change over the models ok in both: the geometric mean of the

@@ -70,7 +70,7 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
           failed_modes: dict | None = None) -> Verdict:
     """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
     batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
-    cell's bootstrap/t replicates of its speedup; `breakeven`: cell_id -> cold break-even steps;
+    cell's LogDist of ln speedup (analysis/tdist.py: exact t over processes, or replicates); `breakeven`: cell_id -> cold break-even steps;
     `failed_modes`: mode -> {cells, failed, statuses} over every cell of the run (the sentence names
     each mode with a failed cell)."""
     v = Verdict()

@@ -72,8 +72,7 @@ def aa(sims: int) -> None:
                 cells = [simulate(rng, processes, between) for _ in range(sims)]
                 runs.append([stats.CellSamples(i, e.ravel(), c.ravel(), BLOCKS, SPB, processes)
                              for i, (e, c) in enumerate(cells)])
-            ma = stats.bootstrap_medians(runs[0], reps=1000, seed=1)
-            mb = stats.bootstrap_medians(runs[1], reps=1000, seed=2)
+            ma, mb = stats.cell_dists(runs[0]), stats.cell_dists(runs[1])  # exact (analysis/tdist.py)
             holds = change0 = welch0 = 0
             widths = []
             for cell_a, cell_b in zip(runs[0], runs[1]):
@@ -81,9 +80,9 @@ def aa(sims: int) -> None:
                 pa = [stats.process_medians(x, processes) for x in (cell_a.eager_ms, cell_a.compiled_ms)]
                 pb = [stats.process_medians(x, processes) for x in (cell_b.eager_ms, cell_b.compiled_ms)]
                 speed_b = np.exp(np.mean(np.log(pb[0])) - np.mean(np.log(pb[1])))
-                lo, hi = stats.interval(ma[k][0] / ma[k][1])
+                lo, hi = np.exp(ma[k]["speedup"].interval())
                 holds += lo <= speed_b <= hi
-                clo, chi = np.quantile(np.log((mb[k][0] / mb[k][1]) / (ma[k][0] / ma[k][1])), [0.025, 0.975])
+                clo, chi = (mb[k]["speedup"] - ma[k]["speedup"]).interval()
                 change0 += clo <= 0 <= chi
                 wlo, whi = welch(np.log(pa[0] / pa[1]), np.log(pb[0] / pb[1]))
                 welch0 += wlo <= 0 <= whi
@@ -115,7 +114,7 @@ def main() -> None:
             two = [stats.CellSamples(i, e.ravel(), c.ravel(), BLOCKS, SPB, processes) for i, (e, c) in enumerate(sims)]
             cover = []
             for cells in (one, two):
-                b = stats.intervals(np.stack(list(stats.bootstrap_speedups(cells, reps=1000).values())))
+                b = np.exp([d["speedup"].interval() for d in stats.cell_dists(cells, reps=1000).values()])
                 cover.append(np.mean((b[:, 0] <= TRUE) & (TRUE <= b[:, 1])))
             h = [hierarchical(rng, e, c) for e, c in sims]
             hier = np.mean([lo <= TRUE <= hi for lo, hi in h])

@@ -92,7 +92,11 @@ class SubmititExecutor:
         import submitit
 
         s = self.settings
-        ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
+        # one folder for the whole submission, made before sbatch runs: with submitit's usual
+        # `<folder>/%j` the job's log folder is made only after sbatch answers, and a task the
+        # scheduler starts in between fails to launch (JobLaunchFailure: no folder for its output)
+        folder.mkdir(parents=True, exist_ok=True)
+        ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         time_min = max(1, s.time_min)
         params = dict(timeout_min=time_min, slurm_array_parallelism=s.array_parallelism,
                       # submitit's default USR2 90 s before the limit fires at once under short limits

@@ -101,7 +101,9 @@ def record_stop(store: RunStore, cell_id: str, reason: str, **info) -> None:
 def _task_result(run_dir: Path, sub: dict, job_id: str) -> tuple[str, str] | None:
     """submitit's result of the task: ("success", answer) or ("error", traceback), or None."""
     folder = Path(sub.get("folder") or run_dir / "slurm" / f"submission{sub.get('n')}")
-    path = folder / job_id / f"{job_id}_0_result.pkl"
+    path = folder / f"{job_id}_0_result.pkl"  # one folder a submission
+    if not path.exists():
+        path = folder / job_id / f"{job_id}_0_result.pkl"  # runs submitted with a folder a job
     try:
         with path.open("rb") as fh:
             got = pickle.load(fh)  # written by this run's own tasks

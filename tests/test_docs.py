@@ -22,13 +22,9 @@ def _readme_quote() -> tuple[str, list[str]]:
 
 def test_the_readme_verdict_is_the_shipped_examples_summary():
     example, quoted = _readme_quote()
-    summary = (ROOT / "docs" / "examples" / example / "summary.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(summary) if line.startswith(("Compiling ", "No cell")))
-    end = next((i for i, line in enumerate(summary) if line.startswith(("Slower compiled (", "Failures ("))),
-               len(summary))
-    body = summary[start:end]
-    while body and not body[-1].strip():
-        body.pop()
+    from analysis.fmt import verdict_block
+
+    body = verdict_block((ROOT / "docs" / "examples" / example / "summary.md").read_text())
     assert quoted == body
     assert f"data/examples/{example}" in (ROOT / "README.md").read_text().split("## Quick start")[0]
 

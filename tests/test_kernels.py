@@ -195,8 +195,9 @@ def _examples(*ids):
 def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     """Six runs of one MoE cell under one torch on one H200 (data/examples/at-h200-1..6): run 1's cold
     compile gave triton_poi_fused__to_copy_8 XBLOCK=512/8 warps (0.293 ms a step), every other run
-    XBLOCK=1024/4 warps (0.230 ms); run 1's compiled step is called +4.4% against run 2 and the
-    comparison says it can be the compile's draw; runs 2 and 4 (both 1024/4 there) call nothing."""
+    XBLOCK=1024/4 warps (0.230 ms); run 1's compiled step moved +4.4% against run 2, which the
+    comparison does not call and names as the compile's draw (the kernel and its two choices); runs 2
+    and 4 (both 1024/4 there) call nothing."""
     from analysis.compare import build_compare_report
     loaded, runs = _examples("at-h200-2", "at-h200-1", "at-h200-4")
     rep = build_compare_report(loaded, runs["at-h200-2"], runs["at-h200-1"], [runs["at-h200-2"], runs["at-h200-1"]],

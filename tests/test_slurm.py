@@ -369,7 +369,8 @@ def test_a_task_stopped_by_the_scheduler_says_why_and_a_resubmission_takes_a_new
     assert subs["cells"][job.cell_id]["attempts"] == [job_id, new_id]
 
 
-def test_sacct_and_submitit_results_say_why_where_the_task_left_no_record(tmp_path, monkeypatch):
+@pytest.mark.parametrize("per_job_folder", [False, True])  # True: runs submitted before one folder a submission
+def test_sacct_and_submitit_results_say_why_where_the_task_left_no_record(tmp_path, monkeypatch, per_job_folder):
     import pickle
 
     m = _matrix()
@@ -378,8 +379,8 @@ def test_sacct_and_submitit_results_say_why_where_the_task_left_no_record(tmp_pa
     (a, ja), (b, jb), (c, jc) = sched.jobs[:3]
     for j in (a, b, c):
         del sched.live[j]
-    folder = run_dir / "slurm" / "submission1" / b
-    folder.mkdir(parents=True)
+    folder = run_dir / "slurm" / "submission1" / (b if per_job_folder else "")
+    folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{b}_0_result.pkl").open("wb") as fh:  # submitit's own record of a task that raised
         pickle.dump(("error", "Traceback (most recent call last):\n  ...\nMemoryError: no room"), fh)
     st = slurm.status(run_dir, sched.states, lambda ids: {a: "TIMEOUT"})

@@ -71,9 +71,15 @@ def test_block_bootstrap_widens_interval_under_block_drift():
 def test_geomean_interval_brackets_geomean():
     rng = np.random.default_rng(3)
     cells = [_cell("x", 10, 5, rng), _cell("y", 10, 20, rng)]
-    reps = stats.bootstrap_speedups(cells, reps=1000)
-    lo, hi = stats.geomean_interval(list(reps.values()))
+    dists = stats.cell_dists(cells, reps=1000)
+    lo, hi = stats.geomean_interval([d["speedup"] for d in dists.values()])
     assert lo < 1.0 < hi  # sqrt(2 * 0.5) = 1
+    # cells of three processes: the exact t model, the same interval the Monte Carlo draws approach
+    procs = [stats.CellSamples(i, *_replicated(rng, s, 3, 0.03), 8, 10, 3) for i, s in enumerate((1.5, 2.5, 0.8))]
+    lo, hi = stats.geomean_interval([d["speedup"] for d in stats.cell_dists(procs).values()])
+    drawn = stats.process_replicates(procs, 400_000, np.random.default_rng(9))
+    mc = np.quantile(np.exp(np.mean([np.log(e / k) for e, k in drawn.values()], axis=0)), [0.025, 0.975])
+    assert (lo, hi) == pytest.approx(tuple(mc), rel=2e-3)
 
 
 def test_verdict_and_noise():
@@ -144,17 +150,18 @@ def test_process_replicates_are_exactly_t_over_processes():
 
 def test_planted_regression_is_found_and_sized_at_the_statistics_level():
     """Run B's compiled side 10% slower in every process: the interval of the speedup change
-    (B's replicates over A's) excludes no change and covers -9.1%; an A/A pair does not."""
+    (B's log speedup less A's) excludes no change and covers -9.1%; an A/A pair does not."""
     rng = np.random.default_rng(11)
     ea, ca = _replicated(rng, 2.0, 3, 0.005)
     eb, cb = _replicated(rng, 2.0 / 1.10, 3, 0.005)
     ea2, ca2 = _replicated(rng, 2.0, 3, 0.005)
-    ra = stats.bootstrap_speedups([stats.CellSamples("a", ea, ca, 8, 10, 3)], seed=1)["a"]
-    rb = stats.bootstrap_speedups([stats.CellSamples("b", eb, cb, 8, 10, 3)], seed=2)["b"]
-    ra2 = stats.bootstrap_speedups([stats.CellSamples("a", ea2, ca2, 8, 10, 3)], seed=3)["a"]
-    lo, hi = stats.interval(rb / ra)
+    def speedup(e, c):
+        return stats.cell_dists([stats.CellSamples("x", e, c, 8, 10, 3)])["x"]["speedup"]
+
+    ra, rb, ra2 = speedup(ea, ca), speedup(eb, cb), speedup(ea2, ca2)
+    lo, hi = np.exp((rb - ra).interval())
     assert hi < 1 and lo < 1 / 1.10 < hi
-    lo, hi = stats.interval(ra2 / ra)
+    lo, hi = np.exp((ra2 - ra).interval())
     assert lo < 1 < hi
 
 
@@ -217,7 +224,7 @@ def test_a_cells_own_interval_is_the_exact_t_bound():
                 _, tlo, thi = t_interval(logs)
                 assert abs(np.log(lo) - tlo) < 1e-3 * (thi - tlo) and abs(np.log(hi) - thi) < 1e-3 * (thi - tlo)
             else:
-                assert (lo, hi) == pytest.approx(stats.interval(rs.speedup_reps[c.key]))
+                assert (lo, hi) == pytest.approx(tuple(np.exp(rs.speedup[c.key].interval())))
 
 
 def test_cold_compiles_of_every_process_get_a_welch_interval():

@@ -1,0 +1,146 @@
+"""The comparison's false-alarm and miss rates, measured on the committed runs.
+
+    python benchmarks/false_alarms.py [--data data/examples] [--pairs] [--min-effect 0.02]
+
+Same-torch pairs: every two runs in data/examples of one device and one torch build on one machine
+(a boot in common), collected alike (the same workers), neither with a plant, that the comparison
+accepts without --allow-mismatch (one preset, one protocol) and that share a cell timed in several
+processes in both. Nothing changed
+between them but the machine's state and the hour, so every call made on them is a false alarm. Per
+quantity the script prints how many of their paired cells could be called (a cell timed in
+several processes in both runs, a side that is not launch-bound) and how many were.
+
+Planted pairs: a run with a planted slowdown of the compiled step (PLANT_SLOWDOWN, >= 5%) against an
+unplanted run of the same device, torch, machine, preset and protocol otherwise. Per planted cell whose
+compiled side is not launch-bound in either run (GPU-bound, where the plant is the GPU time it adds):
+is its compiled-step change called a regression? A miss is listed.
+
+docs/statistics.md ("The false-alarm budget") and docs/validation.md quote the output.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from itertools import combinations
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analysis import estimates as est, pair_estimates, stats  # noqa: E402
+from analysis.compare import check_comparable  # noqa: E402
+from analysis.context import prepare  # noqa: E402
+from analysis.load import discover_runs, load  # noqa: E402
+
+PLANT_KEYS = ("plant_slowdown_pct", "plant_compile_ms", "plant_delay_ms")
+MIN_PLANT = 5
+
+
+def plant(run) -> dict:
+    return {k: v for k, v in run.manifest.get("protocol", {}).items() if k in PLANT_KEYS and v}
+
+
+def without_plant(run) -> dict:
+    return {k: v for k, v in run.manifest.get("protocol", {}).items() if k not in PLANT_KEYS and k != "timeout_s"}
+
+
+def boots(run) -> set:
+    """The boots of the machine(s) the run was collected on (run.json's environment and sessions)."""
+    got = {run.env.get("boot_id")} | {s.get("boot_id") for s in run.manifest.get("sessions") or []}
+    return got - {None, ""}
+
+
+def setup(run) -> tuple:
+    """How the run's cells were collected: per command, its workers (GPU and CPU binding). Two runs
+    collected differently (one worker against two beside each other) are not the same thing twice."""
+    return tuple(sorted({tuple((w.get("gpu"), tuple(w.get("cpus") or ())) for w in s.get("workers") or [])
+                         for s in run.manifest.get("sessions") or []}, key=str))
+
+
+def groups(runs) -> dict:
+    """(device name, torch build) -> runs, for runs with a manifest and cells."""
+    out = defaultdict(list)
+    for r in runs:
+        env = r.env
+        if r.files and env.get("device_name") and env.get("torch_version"):
+            out[(env["device_name"], env["torch_version"])].append(r)
+    return out
+
+
+def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
+    runs = discover_runs(data)
+    callable_n, called_n = defaultdict(int), defaultdict(int)
+    false_calls: list[str] = []
+    planted: list[tuple[str, str, str, bool]] = []  # (pair, cell, change, called)
+    n_pairs = 0
+    for (device, torch), members in sorted(groups(runs).items()):
+        clean = [r for r in members if not plant(r)]
+        aa = [(a, b) for a, b in combinations(sorted(clean, key=lambda r: r.run_id), 2)
+              if not check_comparable(a, b) and boots(a) & boots(b) and setup(a) == setup(b)]
+        pl = [(a, b) for a in clean for b in members
+              if plant(b).get("plant_slowdown_pct", 0) >= MIN_PLANT and set(plant(b)) == {"plant_slowdown_pct"}
+              and boots(a) & boots(b) and setup(a) == setup(b)
+              and a.manifest.get("preset") == b.manifest.get("preset") and without_plant(a) == without_plant(b)
+              and not [d for d in check_comparable(a, b) if not d.startswith("protocol plant")]]
+        if not aa and not pl:
+            continue
+        used = sorted({r.run_id: r for pair in aa + pl for r in pair}.values(), key=lambda r: r.run_id)
+        loaded = load(used)
+        prepare(loaded)
+        for a, b in aa:
+            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect)
+            if not pe.callable_ids:
+                continue
+            n_pairs += 1
+            got = []
+            for q, by_cell in pe.ests.items():
+                for cid, e in by_cell.items():
+                    if cid not in pe.callable_ids or e.call == "-" or e.call.endswith("launch-bound side"):
+                        continue  # what the data cannot carry; a call withheld at the run level counts
+                    callable_n[q] += 1
+                    if e.called:
+                        called_n[q] += 1
+                        got.append(f"{q} {pe.labels[cid]} {est.pct(e.point)} ({est.interval_text(e)})")
+                        false_calls.append(f"{a.run_id} / {b.run_id}: {got[-1]}")
+            if show_pairs:
+                print(f"A/A {a.run_id} / {b.run_id}: {len(pe.callable_ids)} cells, {len(got)} called")
+        for a, b in pl:
+            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect)
+            pct = plant(b)["plant_slowdown_pct"]
+            for cid, e in pe.ests["compiled"].items():
+                if cid not in pe.callable_ids or e.call.startswith("not called"):
+                    continue
+                planted.append((f"{a.run_id} / {b.run_id} (+{pct}%)", pe.labels[cid], est.pct(e.point),
+                                e.call == est.REGRESSED, a.env.get("device") == "cuda"))
+    return {"pairs": n_pairs, "callable": dict(callable_n), "called": dict(called_n), "false": false_calls,
+            "planted": planted}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(ROOT / "data" / "examples"))
+    ap.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT)
+    ap.add_argument("--pairs", action="store_true", help="a line per same-torch pair")
+    args = ap.parse_args(argv)
+    got = measure(Path(args.data), args.min_effect, args.pairs)
+    show_missed_cpu = args.pairs
+    print(f"same-torch pairs: {got['pairs']}")
+    print(f"{'quantity':<34} {'callable cells':>14} {'called':>7} {'share':>7}")
+    for q, (name, _) in est.QUANTITIES.items():
+        n, c = got["callable"].get(q, 0), got["called"].get(q, 0)
+        print(f"{name:<34} {n:>14} {c:>7} {(c / n if n else 0):>7.1%}")
+    for line in got["false"]:
+        print(f"  false alarm: {line}")
+    for gpu, where in ((True, "GPU-bound cells (CUDA, compiled side not launch-bound)"),
+                       (False, "CPU cells (every side host-bound: shown, not a target)")):
+        rows = [p for p in got["planted"] if p[4] == gpu]
+        print(f"planted >= {MIN_PLANT}% compiled slowdowns, {where}: {sum(p[3] for p in rows)} of {len(rows)} called")
+        for pair, cell, change, ok, _ in rows:
+            if not ok and (gpu or show_missed_cpu):
+                print(f"  missed: {pair} {cell} {change}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
