@@ -3,7 +3,7 @@ every called change by quantity, and the per-cell trend over three or more runs.
 
 Reads the comparison's estimates (analysis/estimates.py), computed once in analysis/compare.py;
 computes no statistic of its own except the run-level geometric means of the first-call times,
-whose interval is the A/A run-level noise (estimates.FIRST_CALL_RUN_NOISE).
+whose interval is the A/A run-level noise (estimates.run_level_bound).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+from analysis import attribution, run_level
 from analysis import estimates as est
-from analysis import run_level
 from analysis import kernels
 from analysis.fmt import cell_label
 from analysis.load import Run, sql
@@ -108,14 +108,14 @@ def _run_level(q: str, by: dict[str, est.Estimate]) -> str:
     if not pts:
         return f"{est.QUANTITIES[q][0].capitalize()}: not measured in both runs."
     g = float(np.exp(np.mean(np.log(pts))))
-    noise = est.FIRST_CALL_RUN_NOISE[q]
+    noise = est.run_level_bound(q, len(pts))
     e = est.from_noise(q, g, noise, 0.0, "")
     beyond = [c for c, x in by.items() if x.called]
     word = {est.IMPROVED: "shorter", est.REGRESSED: "longer"}.get(e.call)
     head = (f"{est.QUANTITIES[q][0].capitalize()}: {word}, {est.pct(g)} (geometric mean of {len(pts)} cells; "
-            f"a whole run moves up to ±{(math.exp(noise) - 1) * 100:.0f}% in A/A pairs)" if word else
+            f"such a mean moves up to ±{(math.exp(noise) - 1) * 100:.0f}% in A/A pairs)" if word else
             f"{est.QUANTITIES[q][0].capitalize()}: {est.pct(g)} over {len(pts)} cells, within the ±{(math.exp(noise) - 1) * 100:.0f}% "
-            "a whole run moves in A/A pairs: no change called")
+            "such a mean moves in A/A pairs: no change called")
     return head + (f"; {len(beyond)} cell(s) beyond one cell's A/A spread." if beyond else ".")
 
 
@@ -128,6 +128,9 @@ def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: di
     lines.append(_counts("compiled", ests["compiled"], labels, "faster", "slower"))
     lines.append(_counts("eager", ests["eager"], labels, "faster", "slower"))
     lines.append(_counts("speedup", ests["speedup"], labels, "higher", "lower"))
+    moved = attribution.verdict_line(ests, labels)
+    if moved:
+        lines.append(moved)
     lines.append(_run_level("cold", ests["cold"]))
     lines.append(_run_level("warm", ests["warm"]))
     lines.append(_counts("memory", ests["memory"], labels, "lower", "higher"))

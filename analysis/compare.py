@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import changes, kernels, pair_estimates, repeats, run_level, tdist
+from analysis import attribution, changes, kernels, pair_estimates, repeats, run_level, tdist
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -330,7 +330,17 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
            "warm": ("warm_a", "warm_b", fmt_s), "memory": ("mem_a", "mem_b", fmt_bytes)}
     css = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
     reg, imp = changes.called_rows(pairs, ests, labels, fmt)
-    as_rows = (lambda rows: [CalledRow(label, q, est.QUANTITIES[q][0], va, vb, Change.of(e), e.reason, css[e.call])
+    cid_of = {v: k for k, v in labels.items()}
+
+    def what(label: str, q: str) -> str:  # a speedup change says which side moved it (analysis/attribution.py)
+        if q != "speedup":
+            return est.QUANTITIES[q][0]
+        cid = cid_of[label]
+        ea, ca = ests["eager"].get(cid), ests["compiled"].get(cid)
+        moved = attribution.side(ea, ca)
+        return f"speedup: {attribution.words(moved, ea, ca)}" if moved else "speedup"
+
+    as_rows = (lambda rows: [CalledRow(label, q, what(label, q), va, vb, Change.of(e), e.reason, css[e.call])
                              for label, q, va, vb, e in rows])
     compiled_forest = sorted(((labels[cid], e.point, e.lo, e.hi) for cid, e in ests["compiled"].items()
                               if e.point and e.lo), key=lambda t: t[1])
@@ -377,7 +387,9 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         diag_changes=diag_rows, diag_known=diag_known,
         chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart,
                     "estimates": [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point,
-                                   "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason}
+                                   "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason,
+                                   **({"moved": attribution.side(ests["eager"].get(cid), ests["compiled"].get(cid))}
+                                      if q == "speedup" else {})}
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
         repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(

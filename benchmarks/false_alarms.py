@@ -20,6 +20,7 @@ docs/statistics.md ("The false-alarm budget") and docs/validation.md quote the o
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from itertools import combinations
@@ -28,12 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis import estimates as est, pair_estimates, stats  # noqa: E402
+from analysis import estimates as est, gate, pair_estimates, stats  # noqa: E402
 from analysis.compare import check_comparable  # noqa: E402
 from analysis.context import prepare  # noqa: E402
 from analysis.load import discover_runs, load  # noqa: E402
 
 PLANT_KEYS = ("plant_slowdown_pct", "plant_compile_ms", "plant_delay_ms")
+GATE_BOUND = 0.05  # `make gate`'s default --max-regression
 MIN_PLANT = 5
 
 
@@ -68,12 +70,22 @@ def groups(runs) -> dict:
     return out
 
 
+def gate_fails(pe) -> list[str]:
+    """What `make gate` at its defaults (every quantity, GATE_BOUND) fails the pair on."""
+    rows = [{"cell_id": cid, "cell": pe.labels[cid], "quantity": q, "ratio": e.point, "call": e.call}
+            for q, by in pe.ests.items() for cid, e in by.items() if e.point]
+    return [f"{c['cell']} {q} {est.pct(c['ratio'])}" for c in gate.beyond(rows, GATE_BOUND) for q in [c["quantity"]]]
+
+
 def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
     runs = discover_runs(data)
     callable_n, called_n = defaultdict(int), defaultdict(int)
     false_calls: list[str] = []
     planted: list[tuple[str, str, str, bool]] = []  # (pair, cell, change, called)
     n_pairs = 0
+    gate_aa: list[str] = []  # A/A pairs (either order) the gate fails
+    gate_planted: list[tuple[str, bool]] = []  # GPU planted pairs and whether the gate failed them
+    run_level: dict[str, list] = {"cold": [], "warm": []}  # per pair: |mean ln B/A| of the first calls
     for (device, torch), members in sorted(groups(runs).items()):
         clean = [r for r in members if not plant(r)]
         aa = [(a, b) for a, b in combinations(sorted(clean, key=lambda r: r.run_id), 2)
@@ -105,16 +117,29 @@ def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
                         false_calls.append(f"{a.run_id} / {b.run_id}: {got[-1]}")
             if show_pairs:
                 print(f"A/A {a.run_id} / {b.run_id}: {len(pe.callable_ids)} cells, {len(got)} called")
+            for q in ("cold", "warm"):  # the verdict's run-level line: the geometric mean against the A/A shift
+                pts = [e.point for e in pe.ests[q].values() if e.point]
+                if pts:
+                    g = sum(math.log(x) for x in pts) / len(pts)
+                    run_level[q].append((abs(g), len(pts), f"{a.run_id} / {b.run_id} {est.pct(math.exp(g))} over {len(pts)} cells"))
+            for x, y, e in ((a, b, pe), (b, a, pair_estimates.estimate_pair(loaded, b, a, min_effect=min_effect))):
+                fails = gate_fails(e)
+                if fails:
+                    gate_aa.append(f"{y.run_id} against {x.run_id}: {'; '.join(fails)}")
         for a, b in pl:
             pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect)
             pct = plant(b)["plant_slowdown_pct"]
+            bound = 0
             for cid, e in pe.ests["compiled"].items():
                 if cid not in pe.callable_ids or e.call.startswith("not called"):
                     continue
+                bound += 1
                 planted.append((f"{a.run_id} / {b.run_id} (+{pct}%)", pe.labels[cid], est.pct(e.point),
                                 e.call == est.REGRESSED, a.env.get("device") == "cuda"))
+            if bound and a.env.get("device") == "cuda":  # a pair with planted GPU-bound cells
+                gate_planted.append((f"{b.run_id} against {a.run_id} (+{pct}%)", bool(gate_fails(pe))))
     return {"pairs": n_pairs, "callable": dict(callable_n), "called": dict(called_n), "false": false_calls,
-            "planted": planted}
+            "planted": planted, "gate_aa": gate_aa, "gate_planted": gate_planted, "run_level": run_level}
 
 
 def main(argv=None) -> int:
@@ -139,6 +164,22 @@ def main(argv=None) -> int:
         for pair, cell, change, ok, _ in rows:
             if not ok and (gpu or show_missed_cpu):
                 print(f"  missed: {pair} {cell} {change}")
+    for q, shifts in got["run_level"].items():
+        over = sorted((x for x in shifts if x[0] > est.run_level_bound(q, x[1])), reverse=True)
+        wide = max(x[0] for x in shifts if x[1] >= 3)
+        print(f"run-level {q} first call: called in {len(over)} of {len(shifts)} same-torch pairs (bound x/"
+              f"{math.exp(est.FIRST_CALL_RUN_BOUND[q]):.2f}, or one cell's / sqrt(cells) where larger); largest "
+              f"shift of a pair of 3 or more cells |mean ln B/A| {wide:.3f}")
+        for _, _, line in over:
+            print(f"  run-level {q} call: {line}")
+    print(f"make gate at its defaults (every quantity, {GATE_BOUND:.0%}): fails {len(got['gate_aa'])} of "
+          f"{2 * got['pairs']} same-torch comparisons (each pair both ways); fails "
+          f"{sum(f for _, f in got['gate_planted'])} of {len(got['gate_planted'])} planted GPU pairs")
+    for line in got["gate_aa"]:
+        print(f"  gate fails an A/A: {line}")
+    for pair, failed in got["gate_planted"]:
+        if not failed:
+            print(f"  gate passes a planted pair: {pair}")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""Restate the README's quoted verdict from the shipped example's summary.md after a re-render
-(tests/test_docs.py holds them equal; benchmarks/ and tests/ share no code): the lines between "The answer first"'s first quoted line
-and the end of that quote are replaced by the summary's verdict, table and caveats.
+"""Restate the README's quotes after a re-render (tests/test_docs.py holds them equal): the shipped
+example's verdict, table and caveats under "The answer first", and the published H200 version
+comparison's verdict lines under "Comparing two PyTorch versions".
 
     python benchmarks/sync_readme_quote.py
 """
@@ -29,8 +29,20 @@ def main() -> int:
     if old not in text:
         print("the README's quote was not found as read", file=sys.stderr)
         return 1
-    (ROOT / "README.md").write_text(text.replace(old, new, 1))
+    text = text.replace(old, new, 1)
     print(f"README quote: {len(body)} line(s) from docs/examples/{example}/summary.md")
+    # the version section quotes the published H200 comparison's verdict lines
+    name = "compare-v-h200-torch2.11.0-cu130-vs-v-h200-torch2.14.1-cu130"
+    summary = (ROOT / "docs" / "examples" / name / "summary.md").read_text()
+    verdict = [line for line in summary.split("Before you quote these:")[0].splitlines() if line.startswith("- ")]
+    head, section = text.split("## Comparing two PyTorch versions", 1)
+    lines = section.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line.startswith("> - ")]
+    if at:
+        lines[at[0]:at[-1] + 1] = [f"> {v}\n" for v in verdict]
+        text = head + "## Comparing two PyTorch versions" + "".join(lines)
+        print(f"README quote: {len(verdict)} verdict line(s) from docs/examples/{name}/summary.md")
+    (ROOT / "README.md").write_text(text)
     return 0
 
 

@@ -12,6 +12,12 @@ from analysis import estimates as est
 from analysis import run_level
 
 
+def test_the_run_level_first_call_bound_widens_for_a_run_of_few_cells():
+    assert est.run_level_bound("cold", 12) == est.FIRST_CALL_RUN_BOUND["cold"]
+    assert est.run_level_bound("cold", 1) == est.FIRST_CALL_NOISE["cold"]
+    assert est.FIRST_CALL_RUN_BOUND["warm"] < est.run_level_bound("warm", 2) < est.FIRST_CALL_NOISE["warm"]
+
+
 def _e(q, point, lo, hi):
     return est.Estimate(q, point, lo, hi, est.call_rule(point, lo, hi, 0.02, est.QUANTITIES[q][1]), "t")
 
@@ -71,3 +77,8 @@ def test_the_false_alarm_budget_in_the_docs_is_what_the_benchmark_prints():
         assert row.group(1) == n and row.group(2).strip().split()[0] == called, (name, n, called, row.group(0))
     hit, total = re.search(r"GPU-bound cells .*: (\d+) of (\d+) called", out).groups()
     assert hit == total and f"| {total} | {total} | {total} |" in doc
+    # the verdict's run-level first-call line over the same pairs (estimates.run_level_bound)
+    cold = re.search(r"run-level cold first call: called in (\d+ of \d+)", out).group(1)
+    warm = re.search(r"run-level warm first call: called in (\d+ of \d+)", out).group(1)
+    flat = " ".join(doc.split())
+    assert f"{cold} pairs called" in flat and f"), {warm}." in flat, (cold, warm)
