@@ -118,6 +118,7 @@ def main(argv=None) -> int:
                                               repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids])
                 md, html = render_compare(report, out_dir(args.out, f"compare-{args.baseline}-vs-{cand}"))
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
+            index.refresh_rendered(args.out)  # reports/index.html lists it
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
             return 0
         entries: list = []

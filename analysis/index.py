@@ -86,12 +86,14 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
         comp_md.append(f"| {md_cell(purpose)} | `{cmd}` | " + ", ".join(f"[{c}]({p})" for c, p in links) + " |")
         comp_html.append(f"<tr><td>{html.escape(purpose)}</td><td><code>{html.escape(cmd)}</code></td><td>"
                          + ", ".join(f'<a href="{html.escape(p)}">{html.escape(c)}</a>' for c, p in links) + "</td></tr>")
+    rendered_md, rendered_html = _rendered_sections(out)
     note = (f"{evidence} more run(s) under data/examples/ are evidence behind the docs (docs/data.md): "
             "`make report RUN=<id>` renders one, `make report ALL=1` all.") if evidence else ""
     md = ["# torch.compile reports", "", "| run | purpose | device | torch | cells |", "|---|---|---|---|---|",
           *rows_md, ""]
     if comp_md:
         md += ["## Published comparisons", "", "| what | render it | shipped copy |", "|---|---|---|", *comp_md, ""]
+    md += [rendered_md, ""]
     if note:
         md += [note, ""]
     write_atomic(out / "index.md", "\n".join(md))
@@ -104,7 +106,51 @@ def write_index(out: Path, entries: list[Entry], pub: Published, evidence: int) 
         + "\n".join(rows_html) + "\n</table>\n"
         + ("<h2>Published comparisons</h2>\n<table><tr><th>what</th><th>render it</th><th>shipped copy</th></tr>\n"
            + "\n".join(comp_html) + "\n</table>\n" if comp_html else "")
+        + rendered_html + "\n"
         + (f"<p>{html.escape(note)}</p>\n" if note else "") + "</body></html>\n")
     write_atomic(out / "index.html", page)
     return out / "index.html"
+
+
+MARK = ("<!-- rendered comparisons -->", "<!-- /rendered comparisons -->")
+
+
+def _rendered_sections(out: Path) -> tuple[str, str]:
+    """The index's list of the comparisons rendered in OUT (every compare-*/ with a report), as
+    Markdown and HTML, each between MARK so that a later comparison can refresh it."""
+    found = sorted(p.name for p in Path(out).glob("compare-*") if (p / "report.html").exists())
+    md_rows = [f"| [{n}]({n}/report.md) | {md_cell(_headline(Path(out) / n))} |" for n in found]
+    html_rows = [f'<tr><td><a href="{html.escape(n)}/report.html">{html.escape(n)}</a></td>'
+                 f"<td>{html.escape(_headline(Path(out) / n))}</td></tr>" for n in found]
+    md = "\n".join([MARK[0], "## Comparisons rendered here", "",
+                     *(["| comparison | verdict's first line |", "|---|---|", *md_rows] if found else
+                       ["None yet: `make report BASELINE=<run> CANDIDATE=<run>` renders one."]), MARK[1]])
+    page = (MARK[0] + "<h2>Comparisons rendered here</h2>\n"
+            + ("<table><tr><th>comparison</th><th>verdict's first line</th></tr>\n" + "\n".join(html_rows) + "\n</table>\n"
+               if found else "<p>None yet: <code>make report BASELINE=&lt;run&gt; CANDIDATE=&lt;run&gt;</code> renders one.</p>\n")
+            + MARK[1])
+    return md, page
+
+
+def _headline(folder: Path) -> str:
+    """A rendered comparison's first verdict line (its summary.md), or ''."""
+    try:
+        lines = (folder / "summary.md").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line[2:] for line in lines if line.startswith("- ")), "")
+
+
+def refresh_rendered(out: Path) -> None:
+    """After a comparison is rendered into OUT: list it in OUT's index, where one was written."""
+    md, page = _rendered_sections(out)
+    for name, new in (("index.md", md), ("index.html", page)):
+        path = Path(out) / name
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        start, end = text.find(MARK[0]), text.find(MARK[1])
+        if start >= 0 and end > start:
+            write_atomic(path, text[:start] + new + text[end + len(MARK[1]):])
 

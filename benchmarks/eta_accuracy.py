@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from collector.progress import Progress  # noqa: E402
+from collector.progress import Progress, prior_times  # noqa: E402
 
 GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters interleaved in one queue
     "t3-h200 (3 interpreters, interleaved)": ("t3-h200-torch2.11.0-cu130", "t3-h200-torch2.12.1-cu130",
@@ -41,15 +41,37 @@ def queue_of(runs: tuple[str, ...]) -> list[tuple[tuple, float]]:
     return [(key, secs) for _, key, secs in sorted(items)]
 
 
-def errors(queue: list[tuple[tuple, float]], with_plan: bool) -> list[float]:
-    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue] if with_plan else None)
+def errors(queue: list[tuple[tuple, float]], with_plan: bool, first: int = 3, prior: dict | None = None) -> list[float]:
+    """Relative error of the estimate of the time left at every cell from `first` on."""
+    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue] if with_plan else None, prior=prior)
     out = []
     for k, (key, secs) in enumerate(queue, 1):
-        if k >= 3:
+        if k >= first:
             truth = sum(s for _, s in queue[k - 1:])
             out.append(abs(p.estimate_left(k) / truth - 1))
         p.done({"status": "ok"}, secs, k=k)
     return out
+
+
+def factors(queue, prior: dict | None) -> list[float]:
+    """max(estimate / truth, truth / estimate) of the time left from the second cell on (from the
+    first where earlier runs give an estimate before any cell finished)."""
+    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue], prior=prior)
+    out = []
+    for k, (key, secs) in enumerate(queue, 1):
+        est = p.estimate_left(k)
+        if est is not None and k >= (1 if prior else 2):
+            truth = sum(s for _, s in queue[k - 1:])
+            out.append(max(est / truth, truth / est))
+        p.done({"status": "ok"}, secs, k=k)
+    return out
+
+
+def earlier(name: str) -> dict:
+    """The other groups' cells (the same H200 kind of machine, 3 processes a cell) as earlier runs."""
+    rows = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s}
+            for other, runs in GROUPS.items() if other != name for k, s in queue_of(runs)]
+    return prior_times(rows)
 
 
 def main() -> int:
@@ -61,6 +83,15 @@ def main() -> int:
         a, b = errors(q, True), errors(q, False)
         print(f"{name:<40} {len(q):>5}  {statistics.median(a):>17.0%} / {max(a):>6.0%}   "
               f"{statistics.median(b):>15.0%} / {max(b):>6.0%}")
+    print()
+    print("the estimate against the time in fact left, as a factor (1.5x: off by half either way)")
+    print(f"{'run':<40} {'from the 2nd cell: median / worst':>36}  {'with the other runs as earlier ones, from the 1st':>50}")
+    for name, runs in GROUPS.items():
+        q = queue_of(runs)
+        if len(q) < 4:
+            continue
+        a, b = factors(q, None), factors(q, earlier(name))
+        print(f"{name:<40} {statistics.median(a):>24.2f}x / {max(a):.2f}x  {statistics.median(b):>39.2f}x / {max(b):.2f}x")
     return 0
 
 

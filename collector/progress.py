@@ -79,8 +79,11 @@ class Progress:
     all; without it, every cell counts the mean of all."""
 
     def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
-                 workers: int = 1, plan: list[tuple] | None = None):
+                 workers: int = 1, plan: list[tuple] | None = None, prior: dict | None = None):
         self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
+        # earlier runs' cell times on this kind of machine (prior_times), by _levels key without the
+        # interpreter: consulted after this run's own cells at each level, and alone before the first
+        self.prior = {k: v for k, v in (prior or {}).items() if v}
         self.t0 = clock()
         self.durations: list[float] = []
         self.rows: list[dict] = []
@@ -97,16 +100,25 @@ class Progress:
         for key in (self.plan or [])[self._next - 1:k - 1]:
             self._queued[key] -= 1
         self._next = max(self._next, k)
-        if not self.durations:
+        every_prior = [x for v in self.prior.values() for x in v] if self.prior else []
+        if not self.durations and not (self.plan and every_prior):
             return None
-        mean = statistics.fmean(self.durations)
+        mean = statistics.fmean(self.durations) if self.durations else statistics.fmean(every_prior)
         if not self.plan:
             return mean * (self.total - k + 1) / self.workers
+        # earlier runs ran on another day, maybe another machine of the kind: scale them by how this
+        # run's finished cells compare with the same cells there (geometric mean of the ratios)
+        both = [statistics.fmean(self.seen[lv]) / statistics.fmean(self.prior[lv])
+                for lv in self.seen if lv[0] == "cell" and lv in self.prior]
+        scale = statistics.geometric_mean(both) if both else 1.0
         total = 0.0
         for key, n in self._queued.items():
             if n > 0:
-                like = next((self.seen[lv] for lv in _levels(key) if lv in self.seen), None)
-                total += n * (statistics.fmean(like) if like else mean)
+                like, f = next(((got, f) for lv in _levels(key)
+                                for got, f in ((self.seen.get(lv), 1.0),
+                                               (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
+                               (None, 1.0))
+                total += n * (f * statistics.fmean(like) if like else mean)
         return total / self.workers
 
     def _say(self, text: str) -> None:
@@ -150,3 +162,17 @@ class Progress:
                          f"{DISAGREE * 100:.0f}% (e.g. {spread[0]}): their intervals are wide; the report's "
                          "caveats say which")
         return "\n".join(lines)
+
+
+def prior_times(rows: list[dict]) -> dict:
+    """Earlier cells' wall times (rows with model, phase, mode, cell_wall_s) by the _levels keys a
+    Progress consults: ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)."""
+    out: dict[tuple, list[float]] = {}
+    for r in rows:
+        secs = r.get("cell_wall_s")
+        if not secs or secs <= 0:
+            continue
+        for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
+            out.setdefault(lv, []).append(float(secs))
+    return out
+

@@ -20,7 +20,7 @@ from collector.cell_measure import measure_cell
 from collector.compact import compact_run
 from collector.launch import Launcher
 from collector.matrix import Matrix
-from collector.progress import Progress
+from collector.progress import Progress, prior_times
 from collector.stop import INTERRUPTED, REPORTED, check_interrupted
 from collector.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
 from collector.workers import Worker
@@ -93,6 +93,39 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
 
 
+EARLIER_RUNS = 20  # the most recent runs an estimate reads
+
+
+def earlier_times(out_dir: Path, targets: list) -> dict:
+    """Cell wall times of earlier runs in `out_dir` collected on this kind of device with as many
+    processes a cell (progress.prior_times): the estimate of time left from the first cell on. The
+    most recent EARLIER_RUNS runs; anything unreadable is skipped (an estimate, never a failure)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    env, procs = targets[0].env, targets[0].matrix.protocol.processes
+    own = {t.run_id for t in targets}
+    runs = []
+    for manifest in Path(out_dir).glob("*/run.json"):
+        try:
+            m = json.loads(manifest.read_text())
+            same = (m.get("environment", {}).get("device_name") == env.get("device_name")
+                    and (m.get("protocol") or {}).get("processes") == procs)
+            if manifest.parent.name not in own and same:
+                runs.append((manifest.stat().st_mtime, manifest.parent))
+        except (OSError, ValueError, AttributeError):
+            continue
+    rows = []
+    for _, run in sorted(runs, reverse=True)[:EARLIER_RUNS]:
+        for f in (run / "cells").glob("*.parquet"):
+            try:
+                rows += pq.read_table(f, columns=["model", "phase", "mode", "cell_wall_s"]).to_pylist()
+            except Exception:  # noqa: BLE001 - an older or damaged file: no prior from it
+                continue
+    return prior_times(rows)
+
+
 def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
     """The session's queue: (target index, cell) in matrix order, every target's copy of a cell
     next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
@@ -163,7 +196,8 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         if total >= LARGE_MATRIX:
             print(size_note(total, targets[0].matrix.protocol.processes, len(workers)), file=out, flush=True)
         plan = [(ti, c.model, c.phase, c.mode) for _, (ti, c) in queue]
-        progress = Progress(total, out=out, clock=clock, workers=len(workers), plan=plan)
+        progress = Progress(total, out=out, clock=clock, workers=len(workers), plan=plan,
+                            prior=earlier_times(out_dir, targets))
         lock = threading.Lock()
         stop = threading.Event()
         failure: list[BaseException] = []
