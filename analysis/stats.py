@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import lru_cache
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -134,8 +135,10 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return d - t * se, d + t * se
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The p quantile of Student's t with `df` degrees of freedom (bisection on t_cdf, to 1e-12)."""
+    """The p quantile of Student's t with `df` degrees of freedom (bisection on t_cdf, to 1e-12);
+    cached: a report asks the same few (0.975, P - 1) for every cell."""
     lo, hi = -1e6, 1e6
     for _ in range(200):
         mid = (lo + hi) / 2
