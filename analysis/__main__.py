@@ -15,6 +15,7 @@ from analysis import index, repeats, stats
 from analysis.context import build_run_report, prepare
 from analysis.load import DataError, discover_runs, load
 from analysis.compare import build_compare_report
+from analysis.history import History
 from analysis.render import render, render_compare
 
 from analysis.index import ROOT  # the checkout, or the current folder for an installed package
@@ -86,6 +87,7 @@ def main(argv=None) -> int:
             raise DataError(f"--repeat (REPEATS=) repeats one comparison: give one CANDIDATE=, not "
                             f"{len(args.candidate)} ({' '.join(args.candidate)})")
         repeat_ids = [repeats.parse(x) for x in args.repeat]
+        history = History(runs)  # every run of the data folders: the siblings a run's spread is measured on
         if args.baseline:
             args.run = [args.baseline] + args.candidate + [x for pair in repeat_ids for x in pair]
         pub, evidence = None, 0
@@ -115,7 +117,8 @@ def main(argv=None) -> int:
                 report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
                                               allow_mismatch=args.allow_mismatch, reps=args.reps,
                                               min_effect=args.min_effect,
-                                              repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids])
+                                              repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids],
+                                              history=history)
                 md, html = render_compare(report, out_dir(args.out, f"compare-{args.baseline}-vs-{cand}"))
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             index.refresh_rendered(args.out)  # reports/index.html lists it

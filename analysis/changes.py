@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from analysis import attribution, run_level
+from analysis import attribution
 from analysis import estimates as est
 from analysis import kernels
 from analysis.fmt import cell_label
@@ -201,8 +201,7 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
         if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
             continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
         e = ests["compiled"].get(p["cell_id"])
-        drawn = e is not None and e.call == run_level.DRAW  # withheld (analysis/run_level.py): say which kernels
-        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and (e.called or drawn) else None
+        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
         if r is None or not r.changed:
             continue
         sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import attribution, changes, kernels, pair_estimates, repeats, run_level, tdist
+from analysis import attribution, changes, kernels, pair_estimates, repeats, tdist
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -180,9 +180,11 @@ def _uncertainty(pairs: list[dict], processes: dict, callable_ids: set, a: str, 
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
                          reps: int = stats.DEFAULT_REPS, now: str | None = None,
                          min_effect: float = stats.MIN_EFFECT,
-                         repeat_runs: list[tuple[Run, Run]] = ()) -> CompareReport:
+                         repeat_runs: list[tuple[Run, Run]] = (), history=None) -> CompareReport:
     """Context of the comparison report of candidate b against baseline a; `repeat_runs`: further
-    pairs of runs of the same two versions (analysis/repeats.py), each judged the same way."""
+    pairs of runs of the same two versions (analysis/repeats.py), each judged the same way;
+    `history` (analysis/history.History over the data folders' runs): the run-to-run spread of
+    sibling runs, where there are enough, in each run's intervals."""
     mismatch = check_comparable(a, b)
     for x, y in repeat_runs:
         mismatch += [f"repeat {x.run_id}:{y.run_id}: {m}" for m in check_comparable(x, y)]
@@ -191,7 +193,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         raise DataError(f"runs {a.run_id} and {b.run_id} differ ({'; '.join(mismatch)}); "
                         "pass --allow-mismatch (make report ... ALLOW_MISMATCH=1) to compare them anyway")
     con = loaded.con
-    pe = pair_estimates.estimate_pair(loaded, a, b, reps, min_effect)
+    pe = pair_estimates.estimate_pair(loaded, a, b, reps, min_effect, history)
     pairs, fam, ests = pe.pairs, pe.fam, pe.ests
     sa, procs, callable_ids = pe.samples[0], pe.processes, pe.callable_ids
     # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate, with A's
@@ -357,7 +359,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     rep_pairs, rep_rows = [], []
     if repeat_runs:
         every = [(a, b)] + list(repeat_runs)
-        rep_rows = repeats.rows([pe] + [pair_estimates.estimate_pair(loaded, x, y, reps, min_effect)
+        rep_rows = repeats.rows([pe] + [pair_estimates.estimate_pair(loaded, x, y, reps, min_effect, history)
                                         for x, y in repeat_runs])
         rep_pairs = [repeats.RepeatPair(x.run_id, y.run_id, changes.how_measured(x, y)) for x, y in every]
         verdict.append(repeats.verdict_line(rep_rows, len(every)))
@@ -393,5 +395,4 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                                   for q, by in ests.items() for cid, e in sorted(by.items())]},
         verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
         repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
-            pairs, cell_label, lambda side, cid: any(cid in ests[q] and (ests[q][cid].call in css or ests[q][cid].call
-                                                                          == run_level.DRAW) for q in (side, "speedup"))))
+            pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))

@@ -17,6 +17,7 @@ import numpy as np
 
 from analysis import estimates as est
 from analysis import run_level, stats
+from analysis.history import QUANTITIES, History
 from analysis.fmt import cell_label
 from analysis.load import Loaded, Run, sql
 from analysis.run_level import RunShift
@@ -49,9 +50,29 @@ def samples(loaded: Loaded, run_id: str) -> dict:
     return {"reps": [c for c, _ in got], "has_compiled": {c.key: has for c, has in got}}
 
 
+def with_run_spread(dists: dict, run: Run, history: History | None) -> dict:
+    """The run's cells' LogDists, each exact term replaced by the run-to-run spread of the run's
+    siblings where that is larger (analysis/history.py); (cell id, quantity) -> sibling count for
+    those replaced."""
+    widened: dict = {}
+    if history is None:
+        return widened
+    for cid, by in dists.items():
+        for q in QUANTITIES:
+            d = by.get(q)
+            if d is None or not d.exact or len(d.terms) != 1:
+                continue
+            sp = history.spread(run, cid, q)
+            if sp is not None and sp.s > d.terms[0][0]:
+                by[q] = LogDist(d.loc, ((sp.s, sp.runs - 1),))
+                widened[(cid, q)] = sp.runs
+    return widened
+
+
 def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS,
-                  min_effect: float = stats.MIN_EFFECT) -> PairEstimates:
-    """Every quantity of every paired ok cell of runs a and b as an Estimate (one call rule)."""
+                  min_effect: float = stats.MIN_EFFECT, history: History | None = None) -> PairEstimates:
+    """Every quantity of every paired ok cell of runs a and b as an Estimate (one call rule); with
+    `history` (the runs of the data folders) a run's level carries its siblings' run-to-run spread."""
     pairs = loaded.con.execute(sql("compare_pairs"), {"baseline": a.run_id, "candidate": b.run_id}).df()
     pairs = pairs.replace({np.nan: None}).to_dict("records")
     by_id = {p["cell_id"]: p for p in pairs}
@@ -59,6 +80,7 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
     cells_a, cells_b = ({c.key: c for c in x["reps"]} for x in (sa, sb))
     ma = stats.cell_dists(sa["reps"], reps=reps, seed=1)
     mb = stats.cell_dists(sb["reps"], reps=reps, seed=2)
+    spread = (with_run_spread(ma, a, history), with_run_spread(mb, b, history))
     procs = ({c.key: c.processes for c in sa["reps"]}, {c.key: c.processes for c in sb["reps"]})
     # cells timed in several processes in both runs: the only ones a change is called on
     callable_ids = {cid for cid in procs[0] if procs[0][cid] >= 2 and procs[1].get(cid, 1) >= 2}
@@ -92,6 +114,10 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
                 single = "launch-bound side"
             basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if cid in callable_ids
                      else "block bootstrap inside one process")
+            runs = [f"{r.run_id}'s {spread[i][(cid, name)]} sibling runs" for i, r in enumerate((a, b))
+                    if (cid, name) in spread[i]]
+            if runs and cid in callable_ids:
+                basis += "; run-to-run spread of " + " and ".join(runs)
             apart = None
             if name != "speedup":  # each side on its own: its processes must not overlap between the runs
                 side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
@@ -108,8 +134,6 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
                              else est.first_call("cold", p["cold_a"], p["cold_b"], min_effect))
         ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
         ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
-    # what the processes cannot show: the autotuning draw, a shift of the whole run (analysis/run_level.py)
-    same_build = bool(a.env.get("torch_version")) and a.env.get("torch_version") == b.env.get("torch_version")
-    run_level.withhold_draws(pairs, ests, same_build)
+    # what the processes cannot show: a shift of the whole run (analysis/run_level.py)
     shift = run_level.withhold_run_wide(ests, callable_ids, min_effect)
     return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests, shift)

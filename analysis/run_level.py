@@ -1,15 +1,10 @@
 """What a cell's processes cannot show: changes of the run level, withheld from the per-cell calls.
 
 A cell's interval comes from the spread between its processes in each run (analysis/tdist.py).
-Two things are shared by every process of a run, so that spread cannot hold them, and the committed
-same-torch pairs called them (benchmarks/false_alarms.py):
+What every process of a run shares, that spread cannot hold. A cell's own run-to-run spread (the
+autotuning draw the warm replicates reuse, among others) is measured on sibling runs where the data
+has them (analysis/history.py). What is left here:
 
-- **The autotuning draw.** With warm replicates (the default) every process compiles from the cold
-  process's cache and reuses the launch configurations its autotuning chose; another run draws
-  again. Where both runs are one torch build, kept an autotune record and chose differently (and
-  a kernel profile in both runs does not clear the re-tuned kernels), a compiled-step or speedup
-  change can be the draw: it is not called (`DRAW`). COLD_REPLICATES=1 in both runs puts the draw
-  inside the interval, and such cells are called as usual; so are cells whose runs chose the same.
 - **A run-wide shift.** When both the eager and the compiled step moved the same way, by at least
   the minimum effect, in nearly every cell (`WIDE_SHARE` of at least `WIDE_CELLS` callable cells),
   the host, the machine's state or something both sides use moved: the comparison names it once
@@ -22,9 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from analysis import estimates as est
-from analysis import kernels
 
-DRAW = "not called: one autotuning draw a run, chosen differently"
 WIDE = "not called: a run-wide shift of both sides"
 WIDE_SHARE = 0.8
 WIDE_CELLS = 3
@@ -44,33 +37,6 @@ class RunShift:
                 f"same way (geometric mean eager {est.pct(self.eager)}, compiled {est.pct(self.compiled)}, {b} "
                 f"against {a}): the host, its state or something both sides use changed, so step-time changes "
                 "are not called cell by cell; the speedup, paired inside each process, is.")
-
-
-def withhold_draws(pairs: list[dict], ests: dict, same_build: bool) -> int:
-    """Withhold compiled-step and speedup calls that the autotuning draw can explain (module
-    docstring); returns how many cells it touched."""
-    if not same_build:
-        return 0  # across builds a kernel's name can be another kernel: analysis/changes.py words a hint
-    n = 0
-    for p in pairs:
-        cid = p["cell_id"]
-        if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
-            continue
-        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b"))
-        if r is None or not r.changed:
-            continue
-        sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
-        sb = kernels.splits(p.get("profile_b"), {"compiled": p.get("compiled_b")}).get("compiled")
-        if kernels.retuned_carried(r, sa, sb) is False:
-            continue  # profiled in both runs: the re-tuned kernels did not carry the change
-        touched = False
-        for q in ("compiled", "speedup"):
-            e = ests[q].get(cid)
-            if e is not None and e.called:
-                ests[q][cid] = replace(e, call=DRAW)
-                touched = True
-        n += touched
-    return n
 
 
 def run_shift(ests: dict, callable_ids: set, min_effect: float) -> RunShift | None:

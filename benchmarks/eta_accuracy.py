@@ -3,7 +3,9 @@
     python benchmarks/eta_accuracy.py
 
 For each run (or group of interleaved runs) measured one cell at a time, the cells are put back in the
-order they started (started_at) with the time each took (cell_wall_s); at every cell from the third on,
+order they started (started_at) with the time each took (cell_wall_s; an interpreter's first cell of
+each command includes its fork parent's start, run.json's parent_import_s, which the collector's
+estimate sets apart as it does live); at every cell from the third on,
 collector.progress.Progress estimates the time left, once with the queue's plan (each cell from the
 finished cells most like it) and once without (the mean of all finished cells). Prints, per run, the
 median and the worst relative error of each against the time that was in fact left.
@@ -28,20 +30,46 @@ GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters
     "shapes-h200-p3": ("shapes-h200-p3",),
     "quick-h200": ("quick-h200",),
     "aa-venv (3 interpreters, interleaved)": ("aa-venv-direct", "aa-venv-venv", "aa-venv-venvp5"),
+    "ho-h200 (3 interpreters, interleaved)": ("ho-h200-a", "ho-h200-b", "ho-h200-p5"),
 }
 
 
+def parent_starts(run: str) -> list[tuple[str, str, float]]:
+    """Per command that collected the run: (started_at, finished_at, its fork parent's import seconds)."""
+    import json
+
+    out = []
+    for s in json.loads((ROOT / "data" / "examples" / run / "run.json").read_text()).get("sessions") or []:
+        secs = [x.get("parent_import_s") for x in s.get("launchers") or [] if x.get("parent_import_s")]
+        if secs and s.get("started_at"):
+            out.append((s["started_at"], s.get("finished_at") or "~", float(secs[0])))
+    return out
+
+
 def queue_of(runs: tuple[str, ...]) -> list[tuple[tuple, float]]:
+    return [(key, secs) for key, secs, _ in queue_with_starts(runs)]
+
+
+def queue_with_starts(runs: tuple[str, ...]) -> list[tuple[tuple, float, float | None]]:
+    """(plan key, cell seconds, the one-off parent start inside them or None) in the order cells started."""
     items = []
     for ti, run in enumerate(runs):
         for f in sorted((ROOT / "data" / "examples" / run / "cells").glob("*.parquet")):
             r = pq.read_table(f, columns=["model", "phase", "mode", "started_at", "cell_wall_s"]).to_pylist()[0]
             if r["cell_wall_s"]:
-                items.append((r["started_at"], (ti, r["model"], r["phase"], r["mode"]), r["cell_wall_s"]))
-    return [(key, secs) for _, key, secs in sorted(items)]
+                items.append((r["started_at"], ti, (ti, r["model"], r["phase"], r["mode"]), r["cell_wall_s"]))
+    items.sort()
+    out = []
+    for ti, run in enumerate(runs):  # the first cell of each command an interpreter ran paid its parent's start
+        for start, end, secs in parent_starts(run):
+            first = next((i for i, it in enumerate(items) if it[1] == ti and start <= it[0] <= end), None)
+            if first is not None:
+                items[first] = items[first] + (secs,)
+    return [(key, secs, x[0] if x else None) for _, _, key, secs, *x in items]
 
 
-def errors(queue: list[tuple[tuple, float]], with_plan: bool, first: int = 3, prior: dict | None = None) -> list[float]:
+def errors(queue: list[tuple[tuple, float]], with_plan: bool, first: int = 3, prior: dict | None = None,
+           starts: list | None = None) -> list[float]:
     """Relative error of the estimate of the time left at every cell from `first` on."""
     p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue] if with_plan else None, prior=prior)
     out = []
@@ -49,13 +77,36 @@ def errors(queue: list[tuple[tuple, float]], with_plan: bool, first: int = 3, pr
         if k >= first:
             truth = sum(s for _, s in queue[k - 1:])
             out.append(abs(p.estimate_left(k) / truth - 1))
-        p.done({"status": "ok"}, secs, k=k)
+        p.done({"status": "ok"}, secs, k=k, startup=starts[k - 1] if starts else None)
     return out
 
 
-def factors(queue, prior: dict | None) -> list[float]:
+def commands(runs: tuple[str, ...]) -> list[list]:
+    """The group's queue cut where a command ended and the next resumed (run.json's sessions of the
+    first run): each command printed its own estimates, over the cells it ran."""
+    full, cuts = queue_with_starts(runs), parent_starts(runs[0])
+    if len(cuts) < 2:
+        return [full]
+    starts = {}
+    for ti, run in enumerate(runs):
+        for f in (ROOT / "data" / "examples" / run / "cells").glob("*.parquet"):
+            r = pq.read_table(f, columns=["model", "phase", "mode", "started_at", "cell_wall_s"]).to_pylist()[0]
+            if r["cell_wall_s"]:
+                starts.setdefault((ti, r["model"], r["phase"], r["mode"]), []).append(r["started_at"])
+    out: list[list] = [[] for _ in cuts]
+    seen: dict = {}
+    for item in full:  # the n-th cell of a key started at that key's n-th start time, in order
+        at = sorted(starts[item[0]])[seen.setdefault(item[0], 0)]
+        seen[item[0]] += 1
+        i = max([j for j, (s, _, _) in enumerate(cuts) if s <= at] or [0])
+        out[i].append(item)
+    return [q for q in out if len(q) >= 2]
+
+
+def factors(queue, prior: dict | None, starts: list | None = None) -> list[float]:
     """max(estimate / truth, truth / estimate) of the time left from the second cell on (from the
-    first where earlier runs give an estimate before any cell finished)."""
+    first where earlier runs give an estimate before any cell finished); `starts`: per queue position
+    the parent's one-off start inside that cell (None: none set apart, as the collector did before)."""
     p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue], prior=prior)
     out = []
     for k, (key, secs) in enumerate(queue, 1):
@@ -63,7 +114,7 @@ def factors(queue, prior: dict | None) -> list[float]:
         if est is not None and k >= (1 if prior else 2):
             truth = sum(s for _, s in queue[k - 1:])
             out.append(max(est / truth, truth / est))
-        p.done({"status": "ok"}, secs, k=k)
+        p.done({"status": "ok"}, secs, k=k, startup=starts[k - 1] if starts else None)
     return out
 
 
@@ -77,21 +128,31 @@ def earlier(name: str) -> dict:
 def main() -> int:
     print(f"{'run':<40} {'cells':>5}  {'with the plan: median / worst':>30}  {'mean of all: median / worst':>28}")
     for name, runs in GROUPS.items():
-        q = queue_of(runs)
-        if len(q) < 4:
+        a, b, n = [], [], 0
+        for full in commands(runs):  # each command's estimate is its own, as live
+            q, starts = [(k, s) for k, s, _ in full], [x for _, _, x in full]
+            a += errors(q, True, starts=starts)
+            b += errors(q, False, starts=starts)
+            n += len(q)
+        if not a:
             continue
-        a, b = errors(q, True), errors(q, False)
-        print(f"{name:<40} {len(q):>5}  {statistics.median(a):>17.0%} / {max(a):>6.0%}   "
+        print(f"{name:<40} {n:>5}  {statistics.median(a):>17.0%} / {max(a):>6.0%}   "
               f"{statistics.median(b):>15.0%} / {max(b):>6.0%}")
     print()
     print("the estimate against the time in fact left, as a factor (1.5x: off by half either way)")
-    print(f"{'run':<40} {'from the 2nd cell: median / worst':>36}  {'with the other runs as earlier ones, from the 1st':>50}")
+    print(f"{'run':<40} {'from the 2nd cell: median / worst':>36}  {'with the other runs as earlier ones, from the 1st':>50}"
+          f"  {'parent start not set apart: worst':>34}")
     for name, runs in GROUPS.items():
-        q = queue_of(runs)
-        if len(q) < 4:
+        a, b, c = [], [], []
+        for full in commands(runs):  # each command's estimate is its own, as live
+            q, starts = [(k, s) for k, s, _ in full], [x for _, _, x in full]
+            a += factors(q, None, starts)
+            b += factors(q, earlier(name), starts)
+            c += factors(q, None)
+        if not a:
             continue
-        a, b = factors(q, None), factors(q, earlier(name))
-        print(f"{name:<40} {statistics.median(a):>24.2f}x / {max(a):.2f}x  {statistics.median(b):>39.2f}x / {max(b):.2f}x")
+        print(f"{name:<40} {statistics.median(a):>24.2f}x / {max(a):.2f}x  {statistics.median(b):>39.2f}x / {max(b):.2f}x"
+              f"  {max(c):>33.2f}x")
     return 0
 
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from analysis import estimates as est, gate, pair_estimates, stats  # noqa: E402
 from analysis.compare import check_comparable  # noqa: E402
 from analysis.context import prepare  # noqa: E402
+from analysis.history import History  # noqa: E402
 from analysis.load import discover_runs, load  # noqa: E402
 
 PLANT_KEYS = ("plant_slowdown_pct", "plant_compile_ms", "plant_delay_ms")
@@ -74,11 +75,13 @@ def gate_fails(pe) -> list[str]:
     """What `make gate` at its defaults (every quantity, GATE_BOUND) fails the pair on."""
     rows = [{"cell_id": cid, "cell": pe.labels[cid], "quantity": q, "ratio": e.point, "call": e.call}
             for q, by in pe.ests.items() for cid, e in by.items() if e.point]
-    return [f"{c['cell']} {q} {est.pct(c['ratio'])}" for c in gate.beyond(rows, GATE_BOUND) for q in [c["quantity"]]]
+    failing = gate.beyond(rows, GATE_BOUND) + gate.run_level_first_call(rows, GATE_BOUND)
+    return [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing]
 
 
-def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
+def measure(data: Path, min_effect: float, show_pairs: bool, with_history: bool = True) -> dict:
     runs = discover_runs(data)
+    hist = History(runs) if with_history else None  # every run of the folder, as the report has them
     callable_n, called_n = defaultdict(int), defaultdict(int)
     false_calls: list[str] = []
     planted: list[tuple[str, str, str, bool]] = []  # (pair, cell, change, called)
@@ -101,7 +104,7 @@ def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
         loaded = load(used)
         prepare(loaded)
         for a, b in aa:
-            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect)
+            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect, history=hist)
             if not pe.callable_ids:
                 continue
             n_pairs += 1
@@ -122,17 +125,17 @@ def measure(data: Path, min_effect: float, show_pairs: bool) -> dict:
                 if pts:
                     g = sum(math.log(x) for x in pts) / len(pts)
                     run_level[q].append((abs(g), len(pts), f"{a.run_id} / {b.run_id} {est.pct(math.exp(g))} over {len(pts)} cells"))
-            for x, y, e in ((a, b, pe), (b, a, pair_estimates.estimate_pair(loaded, b, a, min_effect=min_effect))):
+            for x, y, e in ((a, b, pe), (b, a, pair_estimates.estimate_pair(loaded, b, a, min_effect=min_effect, history=hist))):
                 fails = gate_fails(e)
                 if fails:
                     gate_aa.append(f"{y.run_id} against {x.run_id}: {'; '.join(fails)}")
         for a, b in pl:
-            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect)
+            pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect, history=hist)
             pct = plant(b)["plant_slowdown_pct"]
             bound = 0
             for cid, e in pe.ests["compiled"].items():
-                if cid not in pe.callable_ids or e.call.startswith("not called"):
-                    continue
+                if cid not in pe.callable_ids or e.call.endswith("launch-bound side"):
+                    continue  # host-paced: never called; a call withheld for any other reason is a miss
                 bound += 1
                 planted.append((f"{a.run_id} / {b.run_id} (+{pct}%)", pe.labels[cid], est.pct(e.point),
                                 e.call == est.REGRESSED, a.env.get("device") == "cuda"))
@@ -147,8 +150,10 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=str(ROOT / "data" / "examples"))
     ap.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT)
     ap.add_argument("--pairs", action="store_true", help="a line per same-torch pair")
+    ap.add_argument("--without-history", action="store_true",
+                    help="each run's interval from its processes alone (no sibling runs' spread, analysis/history.py)")
     args = ap.parse_args(argv)
-    got = measure(Path(args.data), args.min_effect, args.pairs)
+    got = measure(Path(args.data), args.min_effect, args.pairs, not args.without_history)
     show_missed_cpu = args.pairs
     print(f"same-torch pairs: {got['pairs']}")
     print(f"{'quantity':<34} {'callable cells':>14} {'called':>7} {'share':>7}")

@@ -93,6 +93,9 @@ class Progress:
         # kinds), so an estimate costs the kinds, not the cells left; positions below _next are gone
         self._queued = Counter(plan or [])
         self._next = 1
+        # one-off seconds an interpreter pays once, in its first cell (the fork parent importing torch:
+        # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
+        self.startups: dict = {}
 
     def estimate_left(self, k: int) -> float | None:
         """Seconds the cells from queue position k on will take (None before any cell finished).
@@ -119,6 +122,9 @@ class Progress:
                                                (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
                                (None, 1.0))
                 total += n * (f * statistics.fmean(like) if like else mean)
+        if self.startups and self.plan:
+            waiting = {key[0] for key, n in self._queued.items() if n > 0} - set(self.startups)
+            total += len(waiting) * statistics.fmean(self.startups.values())
         return total / self.workers
 
     def _say(self, text: str) -> None:
@@ -131,15 +137,22 @@ class Progress:
         eta = f", about {fmt_duration(left)} left" if left is not None else ""
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
-    def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None) -> None:
+    def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None,
+             startup: float | None = None) -> None:
         """`label`: name the cell (cells running concurrently finish out of order); `k`: its queue
-        position (what it was like, for the estimate)."""
+        position (what it was like, for the estimate); `startup`: seconds of `seconds` that its
+        interpreter pays once (its fork parent started in this cell), not counted as the cell's."""
+        shown = seconds
+        if startup and 0 < startup < seconds:
+            seconds -= startup
+            if self.plan and k is not None:
+                self.startups[self.plan[k - 1][0]] = startup
         self.durations.append(seconds)
         if self.plan and k is not None:
             for lv in _levels(self.plan[k - 1]):
                 self.seen.setdefault(lv, []).append(seconds)
         self.rows.append(row)
-        self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(seconds)}]")
+        self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(shown)}]")
 
     def summary(self, skipped_done: int = 0) -> str:
         """The table printed at the end: one line per cell measured in this invocation."""

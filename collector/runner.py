@@ -222,6 +222,7 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                     label = cell.label() + (f" [{o.target.label}]" if several else "")
                     progress.start(k, label + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
                 t0 = clock()
+                started_before = getattr(own[ti], "import_s", None)  # a fork parent already running
                 try:
                     row = measure_cell(cell, o.target.matrix, o.target.env, o.target.run_id, o.run_dir, own[ti],
                                        clock, worker, len(workers))
@@ -237,8 +238,10 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                     raise RunError(f"cannot write {o.store.cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
                                    f"the {len(progress.rows)} cell(s) finished before it are saved; "
                                    "fix the cause and run the same command to resume") from None
+                started_now = getattr(own[ti], "import_s", None)
                 with lock:
-                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None, k=k)
+                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None, k=k,
+                                  startup=started_now if started_before is None and started_now else None)
                     beside = (row.get("concurrent_cells") or 1) - len(workers)
                     if beside > 0 and not noted:  # once: another collector, shard or task on this host
                         noted.append(cell.cell_id)

@@ -45,3 +45,21 @@ def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(
                              matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3)))
     got = earlier_times(tmp_path, [target])
     assert got[("cell", "mlp", "infer", "default")] == [30.0]
+
+
+def test_an_interpreters_one_off_start_is_not_a_cell_time_and_is_counted_once_per_interpreter_to_start():
+    """The H200 holdout collect (ho-h200, 3 interpreters interleaved): the first cell took 51 s, 14 s
+    of it the fork parent importing torch; without this the estimate at cell 2 was 20 x 51 s = 17m,
+    1.59x the 10m43s that remained."""
+    plan = [(i % 3, "resnet50", "infer", "default") for i in range(21)]
+    out = io.StringIO()
+    p = Progress(21, out=out, plan=plan)
+    p.done({"status": "ok"}, 51.0, k=1, startup=14.0)
+    assert "[51s]" in out.getvalue()  # the line shows the cell's whole wall time
+    # 20 cells at 37 s, and interpreters 1 and 2 each start their parent once more
+    assert p.estimate_left(2) == 20 * 37.0 + 2 * 14.0
+    p.done({"status": "ok"}, 51.0, k=2, startup=14.0)
+    assert p.estimate_left(3) == 19 * 37.0 + 14.0
+    q = Progress(21, out=io.StringIO(), plan=plan)
+    q.done({"status": "ok"}, 51.0, k=1, startup=None)  # the exec launcher: no parent, nothing set apart
+    assert q.estimate_left(2) == 20 * 51.0

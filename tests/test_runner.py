@@ -700,3 +700,27 @@ def test_project_sha_says_dirty_where_tracked_files_differ_from_the_commit(tmp_p
     assert _project_sha(tmp_path) == sha
     (tmp_path / "a.py").write_text("x = 2\n")
     assert _project_sha(tmp_path) == sha + "-dirty"
+
+
+def test_the_fork_parents_start_inside_the_first_cell_is_not_projected_onto_every_cell(tmp_path, capsys):
+    """A launcher whose parent starts (import_s set) during the first cell: 14 s of the first cell's 20 s
+    are the start; the estimate at the second of 4 cells is 3 cells at 6 s, not 3 at 20 s."""
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "batch_sizes": [2, 4], "processes": 1})
+    assert len(m.cells) == 4
+    now = [0.0]
+
+    class Parent(FakeLauncher):
+        import_s = None
+
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            if self.import_s is None:  # the parent starts with the first process it runs
+                self.import_s = 14.0
+                now[0] += 14.0
+            now[0] += 3.0  # each process (cold and warm) 3 s of the fake clock
+            return super().run(spec, cache_dir, log_path, timeout_s)
+
+    collect(m, ENV, tmp_path, "ps", Parent(), clock=lambda: now[0])
+    out = capsys.readouterr().out
+    second = next(line for line in out.splitlines() if line.startswith("[2/4]"))
+    assert "about 18s left" in second, out
+    assert "[20s]" in out  # the first cell's own line keeps its whole wall time

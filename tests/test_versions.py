@@ -295,7 +295,8 @@ def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch)
 
 def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
     """estimates.json beside a comparison: every quantity of every cell, B/A with its interval and
-    call; a release gate fails on any 'regressed' (here the MoE's compiled step)."""
+    call; a release gate fails on any 'regressed' (here none: the MoE's compiled +3.3% is inside the
+run-to-run spread of the 2.11 run's sibling runs)."""
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "300",
@@ -304,7 +305,11 @@ def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
                        / "estimates.json").read_text())
     assert data["schema_version"] == 1 and {c["quantity"] for c in data["changes"]} == set(est.QUANTITIES)
     regressed = [(c["cell_id"], c["quantity"]) for c in data["changes"] if c["call"] == est.REGRESSED]
-    assert regressed == [("moe__infer__amp_bf16__bs8__reduce-overhead__model", "compiled")]
+    assert regressed == []  # the MoE's compiled +3.3%: within what its machine's sibling runs moved
+    moe = next(c for c in data["changes"] if c["quantity"] == "compiled" and c["cell_id"].startswith("moe"))
+    assert moe["call"] == est.NO_CHANGE and "3 sibling runs" in moe["interval_from"]
+    improved = {(c["cell_id"], c["quantity"]) for c in data["changes"] if c["call"] == est.IMPROVED}
+    assert ("resnet50__infer__amp_bf16__bs128__default__model", "compiled") in improved
     assert all(c["lo"] <= c["ratio"] <= c["hi"] for c in data["changes"] if c["ratio"] is not None)
 
 
