@@ -9,7 +9,7 @@ KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES 
   TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN PLANT_COMPILE BASELINE \
   CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES PER_CELL_FIRST_CALL ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
   EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
-  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY MAX_CELLS WRITE_ONLY
+  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS SITE_PROFILE ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY MAX_CELLS WRITE_ONLY
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -61,6 +61,7 @@ COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(f
   $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) \
   $(call opt,--slurm-cpus,$(SLURM_CPUS)) $(call opt,--slurm-gpus,$(SLURM_GPUS)) $(call opt,--slurm-mem,$(SLURM_MEM)) \
   $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(call on,$(SLURM_EXCLUSIVE)),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
+  $(call opt,--site-profile,$(SITE_PROFILE)) \
   $(if $(call on,$(ALLOW_MIXED)),--allow-mixed) $(if $(call on,$(RETRY)),--retry-failed)
 REPORT_ARGS = --out reports $(if $(call on,$(ALL)),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(foreach p,$(REPEATS),--repeat "$(p)") \
@@ -88,6 +89,7 @@ help: ## list the targets
 	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
 	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
 	@echo "                     SLURM_CPUS=<n> SLURM_GPUS=<n> SLURM_MEM=64G SLURM_QOS= SLURM_EXCLUSIVE=1 SLURM_ARGS=\"gres=gpu:h200:1 ...\""
+	@echo "                     SITE_PROFILE=site.toml (partition, account, qos, gres, cpus, mem, time, setup lines, sbatch options: docs/slurm.md)"
 	@echo "  make collect-status RUN=<id> [RESUBMIT=1 [SLURM_TIME=<min>]] [WATCH=1]   a SLURM run's progress and why a"
 	@echo "                   task left no row (timed out, cancelled, node failure, crashed); RESUBMIT=1 queues those"
 	@echo "                   cells again (SLURM_TIME= a new limit); WATCH=1 follows it until nothing is queued or running"

@@ -118,11 +118,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--slurm-partition", dest="slurm_partition")
     p.add_argument("--slurm-account", dest="slurm_account")
     p.add_argument("--slurm-constraint", dest="slurm_constraint", help="e.g. the GPU model's feature name")
-    p.add_argument("--slurm-time", dest="slurm_time", type=int, default=60, metavar="MINUTES",
+    p.add_argument("--slurm-time", dest="slurm_time", type=int, metavar="MINUTES",
                    help="time limit of each cell's task (default 60)")
-    p.add_argument("--slurm-parallelism", dest="slurm_parallelism", type=int, default=16,
+    p.add_argument("--slurm-parallelism", dest="slurm_parallelism", type=int,
                    help="array tasks running at once (default 16)")
-    p.add_argument("--slurm-cpus", dest="slurm_cpus", type=int, metavar="N", help="CPUs per task (sbatch --cpus-per-task)")
+    p.add_argument("--slurm-cpus", dest="slurm_cpus", type=int, metavar="N",
+                   help="CPUs per task (sbatch --cpus-per-task; default 8, at most half the partition's smallest node)")
+    p.add_argument("--site-profile", dest="site_profile", metavar="FILE.toml",
+                   help="slurm: the site's settings (partition, account, qos, gres, cpus, mem, time, setup lines, "
+                        "sbatch options; docs/slurm.md); a --slurm-* option given here wins over the file")
     p.add_argument("--slurm-gpus", dest="slurm_gpus", type=int, metavar="N",
                    help="GPUs per task (default 1 for a CUDA matrix, 0 for a CPU one)")
     p.add_argument("--slurm-mem", dest="slurm_mem", metavar="MEM", help="memory per node, as sbatch takes it (e.g. 64G)")
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                    "constraint": args.slurm_constraint, "time_min": args.slurm_time,
                    "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed,
                    "cpus": args.slurm_cpus, "gpus": args.slurm_gpus, "mem": args.slurm_mem, "qos": args.slurm_qos,
-                   "exclusive": args.slurm_exclusive, "args": args.slurm_args})
+                   "exclusive": args.slurm_exclusive, "args": args.slurm_args, "profile": args.site_profile})
         if args.executor != "local":  # SLURM tasks inherit the submitter's environment: no TMPDIR of ours
             return executors.EXECUTORS[args.executor]().execute(req)
         with scratch.session():  # every temporary file of this collect, removed at exit (swept after a kill)

@@ -252,7 +252,7 @@ class SlurmExecutor:
         python = req.pythons[0][1]
         env = _submit_env(python, req.device or matrix.device)
         check_in(python, [c.model for c in matrix.cells])
-        opts = req.slurm
+        opts = slurm.with_profile(req.slurm)
         settings = slurm.settings_from(opts, env["device"])
         run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),

@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from collector.slurm_profile import DEFAULT_CPUS, partition_cpus, with_profile  # noqa: F401 (with_profile: executors)
 from collector.slurm_status import SUBMISSIONS, arrays_of, format_status, scheduler_record, status, to_resubmit, watch
 from collector.slurm_task import CellJob, run_cell_job
 from collector.slurm_status import submissions as _submissions
@@ -49,14 +50,18 @@ class SlurmSettings:
     gpus_per_task: int = 1  # 0 on a CPU matrix
     cpus_per_task: int | None = None
     additional: dict = field(default_factory=dict)  # passed to sbatch as --key=value
+    setup: tuple = ()  # the site's shell lines before the task (module load, conda activate, source env.sh)
+    wckey: str | None = None  # sbatch --wckey only where asked (submitit would add --wckey=submitit)
 
 
 _SBATCH_KEY = re.compile(r"[a-z][a-z0-9_-]*")
 
 
 def settings_from(opts: dict, device: str) -> SlurmSettings:
-    """The submission's settings from the command line's (--slurm-*): the named options, and every
-    other sbatch option as KEY=VALUE (KEY alone: a flag). ValueError naming a malformed one."""
+    """The submission's settings from the command line's (--slurm-*) and the site profile's: the named
+    options, and every other sbatch option as KEY=VALUE (KEY alone: a flag). ValueError naming a
+    malformed one. Without --slurm-cpus a task asks DEFAULT_CPUS, at most half the partition's
+    smallest node."""
     extra: dict = {}
     for item in opts.get("args") or []:
         key, eq, value = item.partition("=")
@@ -65,7 +70,7 @@ def settings_from(opts: dict, device: str) -> SlurmSettings:
             raise ValueError(f"--slurm-arg {item!r}: an sbatch option is KEY or KEY=VALUE, KEY in lower case "
                              "(e.g. gres=gpu:h200:1, reservation=bench, exclusive)")
         extra[key.replace("-", "_")] = value if eq else True
-    for key in ("mem", "qos"):
+    for key in ("mem", "qos", "gres"):
         if opts.get(key):
             extra[key] = opts[key]
     if opts.get("exclusive"):
@@ -74,11 +79,17 @@ def settings_from(opts: dict, device: str) -> SlurmSettings:
         if opts.get(name) is not None and opts[name] < 0:
             raise ValueError(f"--slurm-{name} must be 0 or more, got {opts[name]}")
     gpus = opts.get("gpus")
+    if gpus is None:  # a GRES site asks for its GPUs by gres=gpu:<type>:N: no --gpus-per-task beside it
+        gpus = 0 if opts.get("gres") or "gres" in extra else (1 if device == "cuda" else 0)
+    cpus = opts.get("cpus")
+    if cpus is None:
+        node = partition_cpus(opts.get("partition"))  # at most half a node: its other GPUs' tasks need theirs
+        cpus = max(1, min(DEFAULT_CPUS, node // 2)) if node else DEFAULT_CPUS
     return SlurmSettings(partition=opts.get("partition"), account=opts.get("account"),
-                         constraint=opts.get("constraint"), time_min=opts.get("time_min", 60),
-                         array_parallelism=opts.get("parallelism", 16),
-                         gpus_per_task=gpus if gpus is not None else (1 if device == "cuda" else 0),
-                         cpus_per_task=opts.get("cpus"), additional=extra)
+                         constraint=opts.get("constraint"), time_min=opts.get("time_min") or 60,
+                         array_parallelism=opts.get("parallelism") or 16,
+                         gpus_per_task=gpus, cpus_per_task=cpus or None, additional=extra,
+                         setup=tuple(opts.get("setup") or ()), wckey=opts.get("wckey") or None)
 
 
 class SubmititExecutor:
@@ -101,8 +112,9 @@ class SubmititExecutor:
         params = dict(timeout_min=time_min, slurm_array_parallelism=s.array_parallelism,
                       # submitit's default USR2 90 s before the limit fires at once under short limits
                       slurm_signal_delay_s=min(90, max(5, time_min * 60 // 10)),
-                      slurm_setup=[f"export PYTHONPATH={PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}",
+                      slurm_setup=[*s.setup, f"export PYTHONPATH={PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}",
                                    f"cd {PROJECT_ROOT}"],
+                      **({"slurm_wckey": s.wckey} if s.wckey else {}),
                       name=name)
         for key, value in (("slurm_partition", s.partition), ("slurm_account", s.account),
                            ("slurm_constraint", s.constraint), ("cpus_per_task", s.cpus_per_task)):
@@ -113,6 +125,9 @@ class SubmititExecutor:
         if s.additional:
             params["slurm_additional_parameters"] = dict(s.additional)
         ex.update_parameters(**params)
+        inner = getattr(ex, "_executor", None)  # submitit's SlurmExecutor: a None is left out of the script
+        if s.wckey is None and isinstance(getattr(inner, "parameters", None), dict):
+            inner.parameters["wckey"] = None  # update_parameters drops a None and keeps --wckey=submitit
         submitted = ex.map_array(run_cell_job, jobs)
         return [str(j.job_id) for j in submitted]
 

@@ -112,6 +112,23 @@ def _task_result(run_dir: Path, sub: dict, job_id: str) -> tuple[str, str] | Non
         return None
 
 
+def _err_tail(run_dir: Path, sub: dict, job_id: str) -> str | None:
+    """The last line the task wrote to its stderr (submitit's `<job>_0_log.err`): what a task that
+    died outside Python (a setup line, srun, the node) said last; None when it said nothing."""
+    folder = Path(sub.get("folder") or run_dir / "slurm" / f"submission{sub.get('n')}")
+    for path in (folder / f"{job_id}_0_log.err", folder / job_id / f"{job_id}_0_log.err"):
+        try:
+            with path.open("rb") as fh:
+                fh.seek(0, 2)
+                fh.seek(max(0, fh.tell() - 8192))
+                lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            continue
+        lines = [ln for ln in lines if not ln.startswith("submitit ")]  # submitit's own log lines
+        return lines[-1][:160] if lines else None
+    return None
+
+
 def why_gone(run_dir: Path, cid: str, entry: dict, claims: dict, accounting: dict, subs: dict) -> str:
     """Why a submitted cell has no row and no live task (see the module's docstring)."""
     job = entry.get("job_id")
@@ -129,14 +146,20 @@ def why_gone(run_dir: Path, cid: str, entry: dict, claims: dict, accounting: dic
         return f"{rec['reason']} ({where})"
     sub = next((s for s in subs.get("submissions", []) if s.get("n") == entry.get("submission")), {})
     result = _task_result(Path(run_dir), sub, job) if job else None
+    if result and result[0] == "error" and "timed-out and not checkpointable" in result[1]:
+        # submitit's own answer to the time limit's signal before the task's handler was in place
+        # (while submitit unpickled the job and imported the collector)
+        return f"{TIMED_OUT} (before the task started; job {job})"
     if result and result[0] == "error":  # the task raised: its own last line says most
         last = [ln for ln in result[1].strip().splitlines() if ln.strip()]
         return f"{CRASHED} (job {job}: {last[-1][:160] if last else 'no traceback'})"
+    said = _err_tail(Path(run_dir), sub, job) if job else None
+    tail = f"; its last error line: {said}" if said else ""
     if state in SACCT:
-        return f"{SACCT[state]} (scheduler: {state}, job {job})"
+        return f"{SACCT[state]} (scheduler: {state}, job {job}{tail})"
     if claims.get(cid, {}).get("job_id") == job:
-        return f"{NODE_FAILURE} (job {job} left its claim on {claims[cid].get('host', '?')}: killed or its node died)"
-    return LOST
+        return f"{NODE_FAILURE} (job {job} left its claim on {claims[cid].get('host', '?')}: killed or its node died{tail})"
+    return f"{LOST} ({tail[2:]})" if tail else LOST
 
 
 def _category(state: str) -> str:

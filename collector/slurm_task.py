@@ -73,6 +73,20 @@ def _job_id() -> str | None:
     return os.environ.get("SLURM_JOB_ID")
 
 
+def _take_over_own_claim(store: RunStore, cell_id: str) -> bool:
+    """A task that SLURM requeued (after a node failure, `--requeue`, preemption) runs again under its
+    own id and finds the claim its first run left: no other task can hold that id, so the claim is
+    stale and this run takes it over. True when it did (the cell's row not yet written)."""
+    me = _job_id()
+    held = store.claims().get(cell_id) or {}
+    if not me or held.get("job_id") != me:
+        return False
+    print(f"task {me} (restart {os.environ.get('SLURM_RESTART_COUNT', '?')}): taking over its own claim on "
+          f"{cell_id} from its earlier run on {held.get('host')}", file=sys.stderr, flush=True)
+    store.release(cell_id)
+    return store.claim(cell_id, {"job_id": me, "restart": os.environ.get("SLURM_RESTART_COUNT")})
+
+
 def node_environment(python: str, device: str) -> dict:
     return envinfo.probe_in(python, device)
 
@@ -98,6 +112,26 @@ def first_node_environment(store: RunStore, env: dict) -> dict:
 def run_cell_job(job: CellJob) -> str:
     """Runs on the node. Returns what happened: the row's status, 'claimed elsewhere', or
     'refused: ...' (a node whose environment differs from the run's writes nothing)."""
+    # a stop before the cell is measured (the probe, the fork parent's imports: SLURM sends the time
+    # limit's signal up to a minute early) is recorded here and told apart like one during the cell
+    early_stop: list[int] = []
+    before_us = ({sig: signal.signal(sig, lambda s, f: early_stop.append(s)) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+                 if threading.current_thread() is threading.main_thread() else {})
+    try:
+        return _run_cell_job(job, early_stop)
+    finally:
+        for sig, handler in before_us.items():
+            signal.signal(sig, handler)
+
+
+def _stopped_early(store: RunStore, job: CellJob, sigs: list[int], host) -> str:
+    reason = TIMED_OUT if signal.SIGUSR2 in sigs else "cancelled or preempted"
+    record_stop(store, job.cell_id, reason, job_id=_job_id(), host=host, time_limit_min=job.time_limit_min,
+                signal=signal.Signals(sigs[0]).name)
+    return f"stopped by the scheduler before the cell ran: {reason} (no row written)"
+
+
+def _run_cell_job(job: CellJob, early_stop: list[int]) -> str:
     from collector import launch
     from collector.matrix import Matrix
 
@@ -133,7 +167,9 @@ def run_cell_job(job: CellJob) -> str:
             note = store.logs_dir / f"{job.cell_id}.refused"
             note.write_text(f"node {env.get('hostname')} (job {_job_id()}) refused to write: {'; '.join(differ)}\n")
             return f"refused: {'; '.join(differ)}"
-        if not store.claim(job.cell_id, {"job_id": _job_id()}):
+        if early_stop:
+            return _stopped_early(store, job, early_stop, env.get("hostname"))
+        if not store.claim(job.cell_id, {"job_id": _job_id()}) and not _take_over_own_claim(store, job.cell_id):
             return "claimed elsewhere"
         try:
             return _measure_claimed(job, store, matrix, cell, env, launcher)

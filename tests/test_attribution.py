@@ -39,7 +39,8 @@ def test_the_published_h200_comparison_says_which_side_moved():
     data = json.loads((ROOT / "docs" / "examples" / name / "estimates.json").read_text())
     moved = {c["cell_id"]: c["moved"] for c in data["changes"] if c["quantity"] == "speedup" and c["call"] == "improved"}
     assert moved["mlp__train__amp_bf16__bs32__default__model"] == "eager"
-    assert moved["resnet50__infer__amp_bf16__bs128__default__model"] == "compiled"
+    # ResNet-50 bs128's +4.9% speedup is inside what the 2.11 run's sibling runs moved: not called
+    assert "resnet50__infer__amp_bf16__bs128__default__model" not in moved
     summary = (ROOT / "docs" / "examples" / name / "summary.md").read_text()
     assert "eager step slower in 1, speedup up" in summary
     report = (ROOT / "docs" / "examples" / name / "report.md").read_text()

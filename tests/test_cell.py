@@ -3,6 +3,8 @@ import json
 import math
 from pathlib import Path
 
+import statistics
+
 import pytest
 import torch
 
@@ -109,11 +111,14 @@ def test_eager_mode_cell_measures_eager_only():
 
 
 def test_short_steps_are_timed_several_per_sample():
-    result = cell.run_cell(_spec(TINY["mlp"], mode="eager", min_sample_ms=20, min_block_ms=0))
+    """A sample of at least 200 ms: a tiny MLP step (a fraction of a millisecond; at 20 ms this failed
+    once under a second suite's load, whose descheduling made three steps' median reach it) takes
+    several steps a sample, and each sample is a mean per step, not their sum."""
+    result = cell.run_cell(_spec(TINY["mlp"], mode="eager", min_sample_ms=200, min_block_ms=0))
     k = result["steps_per_sample"]
-    assert k > 1  # a tiny MLP step is far below 20 ms
+    assert k > 1
     assert len(result["eager_step_ms"]) == 2 * result["steps_per_block"]
-    assert all(t < 20 for t in result["eager_step_ms"])  # each sample is a mean per step, not a sum
+    assert all(t < 200 for t in result["eager_step_ms"])
 
 
 def test_within_tolerance_rule():
@@ -336,28 +341,44 @@ def test_timed_blocks_alternate_sides_with_the_given_layout():
     assert len(got["compiled"]["wall"]) == 3 and all(e == ("block", 2, 2) for e in events if isinstance(e, tuple))
 
 
-def test_planted_slowdown_adds_the_asked_share_of_the_step():
-    """CPU path of the planted-slowdown option: the wrapped step is slower by about the asked %."""
-    import time as _time
+def test_planted_slowdown_adds_the_asked_share_of_the_step(monkeypatch):
+    """CPU path of the planted-slowdown option, on a modelled clock (a wall-time assert failed under a
+    second suite's load): a 2 ms step, the plant calibrated for 25% adds 0.5 ms a step through its busy
+    wait; a replicate plants the cold process's delay as given. The real plant's size on real steps is
+    measured by the planted runs in docs/validation.md, not asserted here."""
+    from types import SimpleNamespace
 
-    from collector.timing import CpuClock
+    now = [0.0]  # seconds of the modelled clock; every read of it costs 1 us
+
+    def perf_counter():
+        now[0] += 1e-6
+        return now[0]
+
+    monkeypatch.setattr(plant, "time", SimpleNamespace(perf_counter=perf_counter))
 
     def step():
-        t = _time.perf_counter() + 0.002
-        while _time.perf_counter() < t:
-            pass
+        now[0] += 0.002
+
+    class Clock:
+        def block(self, fn, samples, k=1):
+            out = []
+            for _ in range(samples):
+                t0 = now[0]
+                for _ in range(k):
+                    fn()
+                out.append((now[0] - t0) * 1e3 / k)
+            return SimpleNamespace(step_ms=out)
 
     rec = {}
-    planted = plant.plant_slowdown(torch, False, step, 25, CpuClock(), rec)
-    assert rec["planted_delay_ms"] == pytest.approx(0.5, rel=0.2)
-    base = sorted(CpuClock().block(step, 15).step_ms)[7]
-    slow = sorted(CpuClock().block(planted, 15).step_ms)[7]
-    assert slow / base == pytest.approx(1.25, abs=0.08)
-    # a replicate plants the cold process's delay as given, without measuring its own
+    planted = plant.plant_slowdown(torch, False, step, 25, Clock(), rec)
+    assert rec["planted_delay_ms"] == pytest.approx(0.5, rel=0.02)
+    base = statistics.median(Clock().block(step, 15).step_ms)
+    slow = statistics.median(Clock().block(planted, 15).step_ms)
+    assert slow / base == pytest.approx(1.25, abs=0.01)
     rec2 = {}
-    again = plant.plant_slowdown(torch, False, step, 25, CpuClock(), rec2, delay_ms=1.0)
+    again = plant.plant_slowdown(torch, False, step, 25, Clock(), rec2, delay_ms=1.0)
     assert rec2["planted_delay_ms"] == 1.0
-    assert sorted(CpuClock().block(again, 15).step_ms)[7] / base == pytest.approx(1.5, abs=0.1)
+    assert statistics.median(Clock().block(again, 15).step_ms) / base == pytest.approx(1.5, abs=0.01)
 
 
 def test_plant_calibration_subtracts_the_plants_fixed_cost_and_skips_the_first_block():

@@ -75,6 +75,19 @@ def test_a_cell_on_another_host_namespace_is_not_a_neighbour(tmp_path, reaper):
     assert str(other_host) in neighbours.measuring() and str(other_host) not in neighbours.other_cells()
 
 
+def _only_ours(monkeypatch, started: list) -> None:
+    """Count only the cell processes this test started (and their children): on a shared machine
+    another suite's or collector's cells measure beside ours, and the test checks what it controls.
+    The real reading of the process table still runs; only what it finds is narrowed."""
+    real = neighbours.measuring
+
+    def ours(proc=neighbours.PROC):
+        pids = {str(p) for p in started}
+        return {p: pp for p, pp in real(proc).items() if p in pids or pp in pids}
+
+    monkeypatch.setattr(neighbours, "measuring", ours)
+
+
 class SlowLauncher(LauncherBase):
     def run(self, spec, cache_dir, log_path, timeout_s):
         time.sleep(0.5)
@@ -87,6 +100,7 @@ def test_a_cell_measured_beside_another_collectors_cell_records_it(tmp_path, rea
     cell = m.cells[0]
     (tmp_path / "logs").mkdir()
     monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
+    _only_ours(monkeypatch, reaper)
     alone = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
     reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
     beside = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
@@ -123,6 +137,7 @@ def test_the_collector_says_once_when_another_collectors_cell_measures_beside_it
     from collector.runner import collect
 
     monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
+    _only_ours(monkeypatch, reaper)
     reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
     m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1})
     out = io.StringIO()

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -472,20 +473,46 @@ def _collect_fake(tmp_path, run_id, seconds, *args, cells=("mlp",)):
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.fixture
+def own_nodes():
+    """The test cluster's nodes for this test alone, when another suite shares the cluster: a SLURM
+    reservation on every node (jobs that do not ask for it cannot start there), once the jobs already
+    running on them have ended. Yields the reservation's name, for sbatch's --reservation."""
+    _need_slurm()
+    name = f"tcb-test-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    made = subprocess.run(["scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now",
+                           "Duration=20", f"Users={os.environ.get('USER') or 'root'}", "Nodes=ALL", "Flags=IGNORE_JOBS"],
+                          capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        pytest.skip(f"cannot reserve the test cluster's nodes: {made.stderr.strip()}")
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:  # the jobs that were running before the reservation end first
+            busy = subprocess.run(["squeue", "-h", "-t", "RUNNING,COMPLETING", "-o", "%i"], capture_output=True,
+                                  text=True, timeout=30).stdout.split()
+            if not busy:
+                break
+            time.sleep(1)
+        yield name
+    finally:
+        subprocess.run(["scontrol", "delete", f"ReservationName={name}"], capture_output=True, timeout=30)
+
+
 def _rows(run_dir):
     import pyarrow.parquet as pq
 
     return [pq.read_table(p).to_pylist()[0] for p in sorted((run_dir / "cells").glob("*.parquet"))]
 
 
-def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(tmp_path):
-    """Four 8-second cells on the two-node cluster (.ci/slurm-up.sh; 2 CPUs a node): two tasks a
-    node at once; every row says its node and that one other cell measured beside it there."""
-    _need_slurm()
+def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(tmp_path, own_nodes):
+    """Four 8-second cells on the two-node cluster (.ci/slurm-up.sh; 2 CPUs a node), reserved for
+    the test: two tasks a node at once; every row says its node and that one other cell measured
+    beside it there."""
     nodes = _nodes()
     if len(nodes) < 2:
         pytest.skip(f"a one-node cluster ({nodes}): SLURM_NODES=2 bash .ci/slurm-up.sh makes two")
-    proc = _collect_fake(tmp_path, "two", 8, "--slurm-time", "5", cells=("mlp", "gnn"))
+    proc = _collect_fake(tmp_path, "two", 8, "--slurm-time", "5", "--slurm-arg", f"reservation={own_nodes}",
+                         cells=("mlp", "gnn"))
     assert proc.returncode == 0 and "submitted 4 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     st = _wait(tmp_path / "two", lambda s: s["counts"].get("done") == 4, timeout=120)
     rows = _rows(tmp_path / "two")
@@ -527,15 +554,14 @@ def test_other_jobs_on_the_node_are_read_from_squeue_and_the_projects_own_left_o
     assert other_jobs_on_node("vm", run=missing) is None
 
 
-def test_real_another_users_job_beside_a_cell_is_recorded_and_reported(tmp_path):
+def test_real_another_users_job_beside_a_cell_is_recorded_and_reported(tmp_path, own_nodes):
     """A job that is not a cell (a sleeper, one CPU on each node) runs while two stand-in cells are
-    measured: each cell's record names it and the run report says so."""
-    _need_slurm()
+    measured on the nodes reserved for the test: each cell's record names it and the run report says so."""
     nodes = _nodes()
     sleepers = []
     for n in nodes:
         got = subprocess.run(["sbatch", "--parsable", "-w", n, "-c", "1", "-J", "other-users-job", "-o", "/dev/null",
-                              "--wrap", "sleep 60"], capture_output=True, text=True, timeout=30)
+                              f"--reservation={own_nodes}", "--wrap", "sleep 60"], capture_output=True, text=True, timeout=30)
         assert got.returncode == 0, got.stderr
         sleepers.append(got.stdout.strip().split(";")[0])
     try:
@@ -545,7 +571,7 @@ def test_real_another_users_job_beside_a_cell_is_recorded_and_reported(tmp_path)
             if st.stdout.split() == ["RUNNING"] * len(sleepers):
                 break
             time.sleep(1)
-        proc = _collect_fake(tmp_path, "ob", 3)
+        proc = _collect_fake(tmp_path, "ob", 3, "--slurm-arg", f"reservation={own_nodes}")
         assert proc.returncode == 0 and "submitted 2 cell(s)" in proc.stdout, proc.stdout + proc.stderr
         _wait(tmp_path / "ob", lambda s: s["counts"].get("done") == 2, timeout=120)
     finally:
@@ -711,3 +737,143 @@ def test_a_new_time_limit_without_resubmit_is_refused_by_name(tmp_path):
     run_dir = slurm.submit_run(m, ENV, tmp_path, "r", FakeScheduler())
     assert slurm.main(["status", str(run_dir), "--slurm-time", "5"]) == 2
     assert slurm.main(["status", str(run_dir), "--resubmit", "--slurm-time", "0"]) == 2
+
+
+def test_a_site_profile_fills_what_the_command_line_leaves_and_a_bad_one_is_named(tmp_path, monkeypatch):
+    """--site-profile (make SITE_PROFILE=): the site's settings in TOML; a --slurm-* option given wins;
+    a GRES site's gres replaces --gpus-per-task; no --wckey unless asked; without --slurm-cpus a task
+    asks 8 CPUs, at most half the partition's smallest node (sinfo)."""
+    from collector import slurm as slurm_mod
+
+    prof = tmp_path / "site.toml"
+    prof.write_text('partition = "gpu"\naccount = "proj"\ngres = "gpu:h100:1"\ntime = 90\ncpus = 16\n'
+                    'setup = ["module load cuda/12.4", "source ~/env.sh"]\n[sbatch]\nreservation = "bench"\nrequeue = true\n')
+    opts = slurm_mod.with_profile({"profile": str(prof), "account": "mine", "cpus": None, "args": ["reservation=other"]})
+    s = slurm_mod.settings_from(opts, "cuda")
+    assert (s.partition, s.account, s.time_min, s.cpus_per_task, s.gpus_per_task) == ("gpu", "mine", 90, 16, 0)
+    assert s.additional == {"gres": "gpu:h100:1", "reservation": "other", "requeue": True}
+    assert s.setup == ("module load cuda/12.4", "source ~/env.sh") and s.wckey is None
+    monkeypatch.setattr(slurm_mod, "partition_cpus", lambda part: 64)
+    assert slurm_mod.settings_from({}, "cuda").cpus_per_task == 8
+    monkeypatch.setattr(slurm_mod, "partition_cpus", lambda part: 2)
+    assert slurm_mod.settings_from({}, "cuda").cpus_per_task == 1
+    monkeypatch.setattr(slurm_mod, "partition_cpus", lambda part: None)
+    assert slurm_mod.settings_from({"wckey": "bench"}, "cpu").wckey == "bench"
+    for text, says in (('partitoin = "gpu"\n', "unknown key(s) partitoin; valid: partition"),
+                       ('cpus = "many"\n', "cpus must be of type int"), ("setup = [1]\n", "list of shell lines"),
+                       ("partition = \n", "not valid TOML")):
+        prof.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(says)):
+            slurm_mod.with_profile({"profile": str(prof)})
+    with pytest.raises(ValueError, match="no-such.toml"):
+        slurm_mod.with_profile({"profile": str(tmp_path / "no-such.toml")})
+
+
+def test_real_a_site_profile_runs_its_setup_lines_in_every_task_and_adds_no_wckey(tmp_path):
+    """On the two-node cluster, through make: SITE_PROFILE's setup line runs before each task (here it
+    leaves a mark a task), its sbatch option is in the script, and no --wckey line is there."""
+    _need_slurm()
+    from collector import faults
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    prof = tmp_path / "site.toml"
+    prof.write_text(f'setup = ["touch {marks}/$SLURM_JOB_ID"]\ntime = 5\n[sbatch]\ncomment = "tcb-site"\n')
+    env = {**os.environ, "FAKE_CELL_SECONDS": "1"}
+    proc = subprocess.run(["make", "collect", "EXECUTOR=slurm", "PRESET=smoke", "MODELS=mlp", "PHASES=infer",
+                           "MODES=default", "PROCESSES=1", "RUN=site", f"RUNS={tmp_path}", f"SITE_PROFILE={prof}",
+                           f"PYTHON={sys.executable}", f"PYTHONS={faults.fake_python(tmp_path)}", "LAUNCHER=exec"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    _wait(tmp_path / "site", lambda s: s["counts"].get("done") == 1, timeout=180)
+    assert len(list(marks.iterdir())) == 1
+    (script,) = list((tmp_path / "site" / "slurm").rglob("*_submission.sh"))  # the batch script sbatch ran
+    text = script.read_text()
+    assert "#SBATCH --comment=tcb-site" in text and "#SBATCH --time=5" in text and "--wckey" not in text, text
+    assert "#SBATCH --cpus-per-task=1" in text  # half of a 2-CPU node
+
+
+def test_a_requeued_task_takes_over_the_claim_its_first_run_left(tmp_path, monkeypatch):
+    """After a node failure SLURM requeues the task under the same id; its first run's claim is still
+    there. The requeued run measures the cell (it used to exit 'claimed elsewhere' and wait for a manual
+    RESUBMIT); another task's claim still stops it."""
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "rq", sched)
+    a, job = sched.jobs[0]
+    store = RunStore(run_dir)
+    store.claim(job.cell_id, {"job_id": a})  # the first run, on the node that failed
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert sched.run(a, monkeypatch) == "ok"
+    assert (run_dir / "cells" / f"{job.cell_id}.parquet").exists() and job.cell_id not in store.claims()
+    b, other = sched.jobs[1]
+    store.claim(other.cell_id, {"job_id": "555_0"})  # someone else's
+    assert sched.run(b, monkeypatch) == "claimed elsewhere"
+
+
+def test_status_shows_the_last_line_a_task_wrote_to_its_stderr(tmp_path):
+    """A task that died before Python ran (a site's setup line, srun) leaves no result and no claim:
+    status says what it wrote last, submitit's own log lines left out."""
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "e", sched)
+    a, job = sched.jobs[0]
+    sched.live.pop(a)
+    subs = json.loads((run_dir / "slurm" / "submissions.json").read_text())
+    folder = Path(subs["submissions"][0].get("folder") or run_dir / "slurm" / "submission1")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{a}_0_log.err").write_text("/var/spool/slurmd/job01/slurm_script: line 12: module: command not found\n"
+                                           "submitit INFO (2026-12-03) - Job completed\n\n")
+    st = slurm.status(run_dir, sched.states)
+    assert st["cells"][job.cell_id] == "lost (its last error line: /var/spool/slurmd/job01/slurm_script: line 12: " \
+                                       "module: command not found)", st
+    assert st["counts"].get("lost") == 1
+
+
+def test_a_time_limit_signal_before_the_cell_runs_is_timed_out_not_crashed(tmp_path, monkeypatch):
+    """SLURM signals a task up to a minute before its limit: a SIGUSR2 while the node is probed (before
+    the claim) is recorded as timed out, no claim left, and status says `timed out`; submitit's own
+    answer to it, before the task's code ran, is read as timed out too."""
+    m = _matrix()
+    sched = FakeScheduler()
+    run_dir = slurm.submit_run(m, ENV, tmp_path, "tl", sched)
+    a, job = sched.jobs[0]
+
+    def probe_signalled(python, device):
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(0.05)
+        return dict(ENV)
+
+    sched.run(a, monkeypatch)  # the fake scheduler's run sets the node up; now the signalled probe
+    (run_dir / "cells" / f"{job.cell_id}.parquet").unlink()
+    monkeypatch.setattr(slurm_task, "node_environment", probe_signalled)
+    monkeypatch.setattr(launch, "SubprocessLauncher", OkLauncher)
+    monkeypatch.setattr(launch, "ForkLauncher", OkLauncher)
+    answer = slurm.run_cell_job(job)
+    assert answer.startswith("stopped by the scheduler before the cell ran: timed out"), answer
+    assert job.cell_id not in RunStore(run_dir).claims()
+    assert slurm.status(run_dir, sched.states)["cells"][job.cell_id].startswith("timed out")
+    from collector import slurm_status
+
+    entry = {"job_id": "7_0", "submission": 1}
+    (run_dir / "logs" / f"{job.cell_id}{slurm_status.STOPPED}").unlink()
+    monkeypatch.setattr(slurm_status, "_task_result",
+                        lambda *a: ("error", "submitit.core.utils.UncompletedJobError: Job 7_0 was timed-out and not checkpointable"))
+    assert slurm_status.why_gone(run_dir, job.cell_id, entry, {}, {}, {"submissions": []}).startswith("timed out")
+
+
+def test_real_a_task_run_again_under_its_id_takes_over_the_claim_its_first_run_left(tmp_path):
+    """A node failure leaves the task's claim behind and SLURM runs the task again under the same id.
+    On the cluster: a held task, the claim its 'first run' left written under its id, then released:
+    the cell is measured (it used to end 'claimed elsewhere' and wait for a manual RESUBMIT)."""
+    _need_slurm()
+    proc = _collect_fake(tmp_path, "rq", 1, "--modes", "default", "--slurm-arg", "hold")
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    (entry,) = json.loads((tmp_path / "rq" / "slurm" / "submissions.json").read_text())["cells"].items()
+    cell_id, job_id = entry[0], entry[1]["job_id"]
+    RunStore(tmp_path / "rq").claim(cell_id, {"job_id": job_id, "host": "a-node-that-died"})
+    subprocess.run(["scontrol", "release", job_id.split("_")[0]], check=True, capture_output=True, timeout=30)
+    st = _wait(tmp_path / "rq", lambda s: s["counts"].get("done") == 1 or not s["counts"].get("queued")
+               and not s["counts"].get("running"), timeout=120)
+    assert st["counts"] == {"done": 1}, st
+    assert RunStore(tmp_path / "rq").claims() == {}
