@@ -44,7 +44,8 @@ def parse_args(argv):
                    "included (default without --data or --run: your runs under data/runs/ and the published examples)")
     p.add_argument("--out", type=Path, default=ROOT / "reports", help="reports go to OUT/<run_id>/")
     p.add_argument("--strict", action="store_true", help="fail on any bad input file instead of skipping it")
-    p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap replicates per cell")
+    p.add_argument("--reps", type=stats.replicates, default=stats.DEFAULT_REPS,
+                   help=f"bootstrap replicates per cell timed in one process (default {stats.DEFAULT_REPS}, at least 20)")
     p.add_argument("--baseline", help="compare: the baseline run id (A)")
     p.add_argument("--candidate", action="append",
                    help="compare: candidate run id(s) (B); several give one report each and a trend table")
@@ -53,9 +54,9 @@ def parse_args(argv):
                    "the report says which called changes repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs from different devices, matrices or protocols (said on top of the report)")
-    p.add_argument("--noise", type=float, default=stats.NOISE_THRESHOLD,
+    p.add_argument("--noise", type=stats.positive_fraction, default=stats.NOISE_THRESHOLD,
                    help="IQR/median above which a cell is marked noisy (default 0.10)")
-    p.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT, dest="min_effect",
+    p.add_argument("--min-effect", type=stats.fraction, default=stats.MIN_EFFECT, dest="min_effect",
                    help="smallest change (as a fraction) that is called or judged faster/slower (default 0.02)")
     return p.parse_args(argv)
 

@@ -103,9 +103,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
     p.add_argument("--per-cell-first-call", action="store_true",
                    help="gate each cell's cold and warm first call too, not only the run's geometric mean")
-    p.add_argument("--reps", type=int, default=stats.DEFAULT_REPS,
+    p.add_argument("--reps", type=stats.replicates, default=stats.DEFAULT_REPS,
                    help="bootstrap replicates where a cell has one process")
-    p.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT, dest="min_effect",
+    p.add_argument("--min-effect", type=stats.fraction, default=stats.MIN_EFFECT, dest="min_effect",
                    help="smallest change (as a fraction) that is called, as in the report (default 0.02)")
     args = p.parse_args(argv)
 

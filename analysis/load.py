@@ -155,9 +155,11 @@ def discover_runs(root: Path) -> list[Run]:
         manifests = sorted(_manifests(root))
     runs = []
     for m in manifests:
-        if not regular(m):
-            raise DataError(f"{m}: not a regular file ({_kind(m)}); a run's run.json is a JSON file")
-        manifest, problems = read_manifest(m)
+        if not regular(m):  # never opened (a FIFO would block the reader); the other runs are reported
+            manifest, problems = {}, [(str(m), f"run manifest is not a regular file ({_kind(m)}): not read; "
+                                               "the run is reported without its environment and sessions")]
+        else:
+            manifest, problems = read_manifest(m)
         runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))
     return runs
 

@@ -31,6 +31,45 @@ import pandas as pd
 from collector import contract
 
 DEFAULT_REPS = 1000
+
+
+def replicates(text: str) -> int:
+    """argparse type of --reps: a whole number of at least 20 (a 95% percentile interval needs them)."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of replicates, at least 20 (got {text!r})") from None
+    if n < 20:
+        raise argparse.ArgumentTypeError(f"at least 20 replicates (got {n})")
+    return n
+
+
+def fraction(text: str) -> float:
+    """argparse type of --min-effect: a finite fraction from 0 up to 1 (0.02 = 2%)."""
+    import argparse
+
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not (math.isfinite(x) and 0 <= x < 1):
+        raise argparse.ArgumentTypeError(f"a fraction from 0 up to 1, e.g. 0.02 for 2% (got {text!r})")
+    return x
+
+
+def positive_fraction(text: str) -> float:
+    """argparse type of --noise: a finite fraction above 0 (0.10 = an IQR 10% of the median)."""
+    import argparse
+
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"a fraction above 0, e.g. 0.10 for an IQR of 10% of the median (got {text!r})")
+    return x
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
 MIN_EFFECT = 0.02  # a change smaller than 2% is not called (cf. asv --factor, the PyTorch dashboard's 5%)
 DISAGREE = contract.DISAGREE  # processes "disagree" when their speedups span more than 5% (max / min - 1)

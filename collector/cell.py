@@ -1,4 +1,4 @@
-"""Measure one cell in this fresh process (the protocol of DESIGN.md).
+"""Measure one cell in this fresh process (the protocol of docs/measurement.md).
 
     python -m collector.cell SPEC.json RESULT.json
 

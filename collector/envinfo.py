@@ -173,7 +173,7 @@ def measure_host_dispatch(torch, device: str) -> dict:
 
 
 def probe(device: str) -> dict:
-    """Everything DESIGN.md lists that can be read before the first cell."""
+    """What run.json's environment records (docs/data.md) that can be read before the first cell."""
     import torch
 
     if device == "auto":

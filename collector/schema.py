@@ -177,18 +177,43 @@ def regular(path: Path) -> bool:
         return False
 
 
+def breaches(file_schema: pa.Schema) -> str | None:
+    """Why a cell file's columns break the contract, as the report judges them (analysis/load.py
+    `_validate`; tests/test_collector_robustness.py holds the two together): a column of the oldest
+    schema missing, a column the contract does not have, a column stored as another type."""
+    ref = dict(FIELDS)
+    names = set(file_schema.names)
+    missing, extra = columns_of(1) - names, names - set(ref)
+    wrong = sorted(f.name for f in file_schema if f.name in ref and not f.type.equals(ref[f.name]))
+    if not (missing or extra or wrong):
+        return None
+    return "; ".join(([f"missing column(s) {', '.join(sorted(missing))}"] if missing else [])
+                     + ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
+                     + [f"column {c} stored as {file_schema.field(c).type}, not {ref[c]}" for c in wrong[:3]])
+
+
 def read_saved(path: Path) -> tuple[str | None, str | None]:
     """(why the saved cell file cannot stand for its cell or None, its status): unreadable or
-    truncated, not one row, or the row of another cell. Reads the footer and two short columns."""
+    truncated, columns the report would refuse (breaches), not one row, an unknown schema version
+    or the row of another cell. Reads the footer and three short columns."""
     path = Path(path)
     try:
         if not regular(path):  # a FIFO would block the read; a folder is no row
             return "not a regular file", None
-        table = pq.read_table(path, columns=["cell_id", "status"])
+        fs = pq.read_schema(path)
+        why = breaches(fs)
+        if why:
+            return f"not this project's cell row ({why})", None
+        table = pq.read_table(path, columns=["cell_id", "status", "schema_version"])
     except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
         return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", None
     if table.num_rows != 1:
         return f"{table.num_rows} rows, not one", None
+    version = table.column("schema_version")[0].as_py()
+    if version not in range(1, SCHEMA_VERSION + 1):
+        return f"schema version {version} is not known (1 to {SCHEMA_VERSION})", None
+    if columns_of(version) - set(fs.names):
+        return f"missing column(s) {', '.join(sorted(columns_of(version) - set(fs.names)))} (schema version {version})", None
     cell_id = table.column("cell_id")[0].as_py()
     if cell_id != path.stem:
         return f"holds cell {cell_id!r}", None

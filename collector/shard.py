@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from collector import schema
-from collector.store import env_differences, write_json as _write_json
+from collector.store import env_differences, read_run_manifest, write_json as _write_json
 
 
 class ShardError(ValueError):
@@ -67,8 +67,8 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
     into, shards = Path(into), [Path(s) for s in shards]
     manifests = []
     for s in shards:
-        try:
-            manifests.append(json.loads((s / "run.json").read_text()))
+        try:  # the collector's own reader: a FIFO or a foreign file is refused, never read
+            manifests.append(read_run_manifest(s / "run.json"))
         except (OSError, ValueError) as exc:
             raise ShardError(f"{s}: not a run folder with a readable run.json ({exc})") from None
     env0, proto0 = manifests[0].get("environment", {}), manifests[0].get("protocol", {})

@@ -107,7 +107,10 @@ class ManifestError(ValueError):
 
 def read_run_manifest(path: Path) -> dict:
     """An existing run.json, upgraded (collector.contract.upgrade_manifest); ManifestError naming
-    the file and what is wrong (not JSON, not an object, a missing or mistyped key)."""
+    the file and what is wrong (not a regular file, not JSON, not an object, a missing or mistyped key)."""
+    if not schema.regular(path):  # a FIFO would block this read forever, SIGTERM and SIGINT included
+        raise ManifestError(f"{path} is not a regular file (a FIFO, a socket or a folder); a run's run.json is "
+                            "a JSON file: remove it, or use another run id")
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

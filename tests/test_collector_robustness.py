@@ -183,6 +183,58 @@ def test_resume_measures_again_a_cell_whose_file_is_empty_truncated_or_foreign(t
     assert not list(run_dir.rglob(".*.tmp"))
 
 
+def test_a_cell_file_the_report_would_refuse_is_measured_again_and_both_sides_judge_alike(tmp_path):
+    """A cell file with a column the contract lacks, a column of another type or an unknown schema
+    version used to count as done for the collector (RETRY=1 included) while the report skipped it:
+    the collector now sets it aside and measures it again, and its judgement (collector.schema) is
+    the report's (analysis.load) on every such file and on the good ones."""
+    import pyarrow as pa
+
+    from analysis.load import discover_runs, load
+    from collector import schema
+
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "processes": 1})
+    run_dir = collect(m, ENV, tmp_path, "r", OkLauncher(), out=io.StringIO())
+    files = sorted((run_dir / "cells").glob("*.parquet"))
+    t = pq.read_table(files[0])
+    pq.write_table(t.append_column("my_note", pa.array(["x"])), files[0])  # an extra column
+    t = pq.read_table(files[1])
+    i = t.schema.get_field_index("first_call_compiled_s")
+    pq.write_table(t.set_column(i, "first_call_compiled_s", pa.array(["3.0"])), files[1])  # a string, not a double
+    t = pq.read_table(files[2])
+    i = t.schema.get_field_index("schema_version")
+    pq.write_table(t.set_column(i, "schema_version", pa.array([99], pa.int64())), files[2])  # unknown version
+    report = load(discover_runs(tmp_path))
+    refused = {os.path.basename(f) for f, _ in report.skipped}
+    judged = {f.name for f in files if schema.read_saved(f)[0]}
+    assert judged == refused == {f.name for f in files[:3]}, (judged, report.skipped)
+    again, out = OkLauncher(), io.StringIO()
+    collect(m, ENV, tmp_path, "r", again, out=out)
+    assert len(again.cells) == 3 and out.getvalue().count("measured again") == 3, out.getvalue()
+    assert not [f for f in files if schema.read_saved(f)[0]]
+
+
+def test_a_fifo_as_run_json_is_refused_by_the_collector_merge_and_report_without_blocking(tmp_path):
+    """A FIFO named run.json hung the collector (SIGTERM and SIGINT ignored: it read it without the
+    regular-file check) and `collector.shard merge`; the report refused it and rendered no run at
+    all. Now: the collector and merge refuse it by name (exit 2) at once, and the report renders
+    the other runs, the bad one with a problem named."""
+    (tmp_path / "bad" / "cells").mkdir(parents=True)
+    os.mkfifo(tmp_path / "bad" / "run.json")
+    shutil.copytree(ROOT / "data" / "examples" / "ho-h200-a", tmp_path / "good")
+    args = ["--preset", "smoke", "--models", "mlp", "--phases", "infer", "--modes", "default", "--out", str(tmp_path)]
+    got = subprocess.run([sys.executable, "-m", "collector", *args, "--run-id", "bad"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert got.returncode == 2 and "run.json is not a regular file" in got.stderr, got.stderr
+    got = subprocess.run([sys.executable, "-m", "collector.shard", "merge", "--into", str(tmp_path / "m"),
+                          str(tmp_path / "bad"), str(tmp_path / "good")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert got.returncode == 2 and "not a regular file" in got.stderr, got.stderr
+    got = subprocess.run([sys.executable, "-m", "analysis", "--data", str(tmp_path), "--out", str(tmp_path / "o"),
+                          "--reps", "50"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and (tmp_path / "o" / "good" / "report.html").exists(), got.stdout + got.stderr
+
+
 # --- disks -----------------------------------------------------------------------------------
 
 def _fake_run(tmp_path, out, extra_env=None):

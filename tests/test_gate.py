@@ -122,3 +122,20 @@ def test_first_calls_are_gated_for_the_run_and_cell_by_cell_only_when_asked(caps
     run = gate.run_level_first_call(rows, 0.05)  # +60% over 12 cells: beyond the run-level A/A bound
     assert len(run) == 1 and run[0]["quantity"] == "cold" and abs(run[0]["ratio"] - 1.6) < 1e-9
     assert gate.run_level_first_call([{**r, "ratio": 1.2} for r in rows], 0.05) == []  # within x/1.34
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--reps", "0"], "at least 20 replicates"), (["--reps", "-5"], "at least 20 replicates"),
+    (["--noise", "nan"], "a fraction above 0"), (["--noise", "-1"], "a fraction above 0"),
+    (["--min-effect", "2"], "a fraction from 0 up to 1"), (["--min-effect", "inf"], "a fraction from 0 up to 1"),
+])
+def test_report_options_out_of_range_are_refused_by_name_not_a_traceback(capsys, args, says):
+    """`python -m analysis --reps 0` ended in a traceback and `--noise nan` / `--noise -1` were taken
+    silently: each is now refused with exit 2 naming the option and what it takes."""
+    with pytest.raises(SystemExit) as got:
+        analysis_main(["--data", DATA, "--run", "aa-venv-direct", *args])
+    err = capsys.readouterr().err
+    assert got.value.code == 2 and f"argument {args[0]}" in err and says in err, err
+    if args[0] != "--noise":  # the gate takes the same two with the same rules
+        with pytest.raises(SystemExit):
+            analysis_main(["gate", "--data", DATA, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", *args])

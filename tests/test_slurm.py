@@ -480,11 +480,16 @@ def own_nodes():
     running on them have ended. Yields the reservation's name, for sbatch's --reservation."""
     _need_slurm()
     name = f"tcb-test-{os.getpid()}-{time.monotonic_ns() % 100000}"
-    made = subprocess.run(["scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now",
-                           "Duration=20", f"Users={os.environ.get('USER') or 'root'}", "Nodes=ALL", "Flags=IGNORE_JOBS"],
-                          capture_output=True, text=True, timeout=30)
-    if made.returncode != 0:
-        pytest.skip(f"cannot reserve the test cluster's nodes: {made.stderr.strip()}")
+    deadline = time.time() + 600
+    while True:  # another suite's test may hold the nodes reserved: wait for its reservation to end
+        made = subprocess.run(["scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now",
+                               "Duration=20", f"Users={os.environ.get('USER') or 'root'}", "Nodes=ALL",
+                               "Flags=IGNORE_JOBS"], capture_output=True, text=True, timeout=30)
+        if made.returncode == 0:
+            break
+        if time.time() > deadline:
+            pytest.fail(f"cannot reserve the test cluster's nodes in 10 min: {made.stderr.strip()}")
+        time.sleep(2)
     try:
         deadline = time.time() + 300
         while time.time() < deadline:  # the jobs that were running before the reservation end first
@@ -518,7 +523,10 @@ def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(t
     rows = _rows(tmp_path / "two")
     by_node = {n: sum(r["hostname"] == n for r in rows) for n in nodes}
     assert by_node == {n: 2 for n in nodes}, by_node
-    assert [r["concurrent_cells"] for r in rows] == [2, 2, 2, 2], st
+    # each saw its sibling task; on the host's own namespace (vm) another suite's local cells count too,
+    # so there it is at least 2; node2 (a namespace of its own, reserved) holds exactly the test's two
+    assert all(r["concurrent_cells"] >= 2 for r in rows), st
+    assert [r["concurrent_cells"] for r in rows if r["hostname"] == "node2"] in ([2, 2], []), rows
     from analysis.context import build_run_report, prepare  # the report: where the cells ran, beside what
     from analysis.load import discover_runs, load
 
@@ -625,22 +633,24 @@ def test_real_task_that_raises_is_reported_crashed_with_its_last_line(tmp_path):
     assert state.startswith("crashed (job ") and "this node's torch does not import" in state, state
 
 
-def test_real_preempted_task_is_reported_preempted_and_resubmitted(tmp_path):
+def test_real_preempted_task_is_reported_preempted_and_resubmitted(tmp_path, own_nodes):
     """A job of the higher-priority partition `urgent` (.ci/slurm-up.sh) takes the whole node a
     cell's task runs on: SLURM cancels the task (PreemptMode=CANCEL); status says preempted (the
-    task's record, told apart from scancel by scontrol's record of the job), and RESUBMIT measures it."""
-    _need_slurm()
+    task's record, told apart from scancel by scontrol's record of the job), and RESUBMIT measures it.
+    Both jobs run on the nodes reserved for the test: the preemptor takes a whole node, and would
+    otherwise preempt another suite's tasks there."""
     parts = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()
     if "urgent" not in parts:
         pytest.skip("no `urgent` partition (an older .ci/slurm-up.sh): run it again")
-    proc = _collect_fake(tmp_path, "p", 120, "--slurm-time", "5", "--modes", "default")
+    proc = _collect_fake(tmp_path, "p", 120, "--slurm-time", "5", "--modes", "default",
+                         "--slurm-arg", f"reservation={own_nodes}")
     assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     run_dir = tmp_path / "p"
     _wait(run_dir, lambda s: list((run_dir / "claims").glob("*.claim")) != [], timeout=120)
     (claim,) = (run_dir / "claims").glob("*.claim")
     node = json.loads(claim.read_text())["host"]
     urgent = subprocess.run(["sbatch", "-p", "urgent", "-w", node, "--exclusive", "-o", "/dev/null",
-                             "--wrap", "sleep 2"], capture_output=True, text=True)
+                             f"--reservation={own_nodes}", "--wrap", "sleep 2"], capture_output=True, text=True)
     assert urgent.returncode == 0, urgent.stderr
     st = _wait(run_dir, lambda s: s["counts"].get("preempted") == 1, timeout=120)
     (state,) = st["cells"].values()
