@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import attribution, changes, kernels, pair_estimates, repeats, tdist
+from analysis import attribution, changes, kernels, pair_estimates, repeats, tdist, uncertainty
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -156,25 +156,6 @@ def check_comparable(a: Run, b: Run) -> list[str]:
         if k != "timeout_s" and pa.get(k) != pb.get(k):
             out.append(f"protocol {k}: {pa.get(k)!r} vs {pb.get(k)!r}")
     return out
-
-
-def _uncertainty(pairs: list[dict], processes: dict, callable_ids: set, a: str, b: str,
-                 min_effect: float) -> list[str]:
-    """Sentences on what each paired cell's interval rests on."""
-    both = [p for p in pairs if p["cell_id"] in callable_ids]
-    lines = [f"A change is called when its 95% interval excludes no change and it is at least "
-             f"{min_effect * 100:g}% (the minimum effect size); the q column is the Benjamini-Hochberg "
-             "adjusted p-value over the family's cells, shown for reference."]
-    if both:
-        counts = sorted({(processes[0][p["cell_id"]], processes[1][p["cell_id"]]) for p in both})
-        lines.append(f"{len(both)} of {len(pairs)} paired cells were timed in several fresh processes in both runs "
-                     f"({', '.join(f'{x} and {y}' for x, y in counts)} processes): their intervals come from the "
-                     "spread between processes, which holds the noise within each process as well.")
-    if len(both) < len(pairs):
-        lines.append(f"{len(pairs) - len(both)} paired cell(s) have one process in {a} or {b}: their intervals "
-                     "cover the noise within one process only and are too narrow where processes differ, so "
-                     "they are shown but never called (measure again with PROCESSES=3).")
-    return lines
 
 
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
@@ -379,7 +360,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         mismatch=mismatch, headline=headline_notes + headline, summary=summary, transitions=transitions,
         regressions=as_rows(reg), improvements=as_rows(imp), pairs=rows,
         unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
-        uncertainty_lines=_uncertainty(pairs, procs, callable_ids, a.run_id, b.run_id, min_effect) + ([
+        uncertainty_lines=uncertainty.lines(pairs, procs, callable_ids, a.run_id, b.run_id, min_effect, ests) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
             "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]

@@ -254,23 +254,22 @@ def test_a_fifo_named_like_a_cell_file_is_skipped_by_name_not_waited_on(fixture_
 @pytest.mark.slow  # 4 s: the full suite, not test-fast
 def test_a_planted_scratch_file_is_not_trusted(fixture_copy, tmp_path):
     """The zero-row schema file the loader needs is its own, in a private folder removed at exit; a
-    zero-byte file planted where older versions kept it changes nothing."""
+    zero-byte file planted where older versions kept it changes nothing. The report runs with a
+    temporary folder of the test's own (another suite's reports come and go in the shared one)."""
     import hashlib
-    import tempfile
 
     from collector.schema import SCHEMA, SCHEMA_VERSION
     digest = hashlib.sha1(str(SCHEMA).encode()).hexdigest()[:12]
-    planted = Path(tempfile.gettempdir()) / f"tcb-empty-v{SCHEMA_VERSION}-{digest}.parquet"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    planted = tmp / f"tcb-empty-v{SCHEMA_VERSION}-{digest}.parquet"
     planted.write_bytes(b"")
-    try:
-        before = set(Path(tempfile.gettempdir()).glob("tcb-report-*"))
-        done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out",
-                               str(tmp_path / "o"), "--reps", "50"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        assert set(Path(tempfile.gettempdir()).glob("tcb-report-*")) == before  # its own folder is gone
-    finally:
-        planted.unlink()
+    done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(fixture_copy), "--out",
+                           str(tmp_path / "o"), "--reps", "50"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp.iterdir()) == [planted.name]  # its own folder is gone; the plant untouched
+    assert planted.read_bytes() == b""
 
 
 def test_a_relabelled_copy_of_a_cell_is_named_not_counted_twice(fixture_copy):
