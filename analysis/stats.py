@@ -46,30 +46,27 @@ def replicates(text: str) -> int:
     return n
 
 
-def fraction(text: str) -> float:
-    """argparse type of --min-effect: a finite fraction from 0 up to 1 (0.02 = 2%)."""
+def _number(text: str, ok, what: str) -> float:
+    """`text` as a finite float that `ok` accepts, else argparse's error saying `what` it takes."""
     import argparse
 
     try:
         x = float(text)
     except ValueError:
         x = float("nan")
-    if not (math.isfinite(x) and 0 <= x < 1):
-        raise argparse.ArgumentTypeError(f"a fraction from 0 up to 1, e.g. 0.02 for 2% (got {text!r})")
+    if not (math.isfinite(x) and ok(x)):
+        raise argparse.ArgumentTypeError(f"{what} (got {text!r})")
     return x
+
+
+def fraction(text: str) -> float:
+    """argparse type of --min-effect: a finite fraction from 0 up to 1 (0.02 = 2%)."""
+    return _number(text, lambda x: 0 <= x < 1, "a fraction from 0 up to 1, e.g. 0.02 for 2%")
 
 
 def positive_fraction(text: str) -> float:
     """argparse type of --noise: a finite fraction above 0 (0.10 = an IQR 10% of the median)."""
-    import argparse
-
-    try:
-        x = float(text)
-    except ValueError:
-        x = float("nan")
-    if not (math.isfinite(x) and x > 0):
-        raise argparse.ArgumentTypeError(f"a fraction above 0, e.g. 0.10 for an IQR of 10% of the median (got {text!r})")
-    return x
+    return _number(text, lambda x: x > 0, "a fraction above 0, e.g. 0.10 for an IQR of 10% of the median")
 NOISE_THRESHOLD = 0.10  # IQR / median above which a side is "noisy"
 MIN_EFFECT = 0.02  # a change smaller than 2% is not called (cf. asv --factor, the PyTorch dashboard's 5%)
 DISAGREE = contract.DISAGREE  # processes "disagree" when their speedups span more than 5% (max / min - 1)
