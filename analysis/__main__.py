@@ -25,6 +25,21 @@ class OutputError(OSError):
     """The report cannot be written where it belongs."""
 
 
+def compare_folder(baseline: str, candidate: str, repeat_ids: list[tuple[str, str]]) -> str:
+    """A comparison's folder under OUT: compare-A-vs-B, and with REPEATS its own folder beside it
+    (compare-A-vs-B-repeats-X-vs-Y-...; named by a digest where the names would run long), so the
+    two renderings never replace each other."""
+    name = f"compare-{baseline}-vs-{candidate}"
+    if not repeat_ids:
+        return name
+    tail = "-repeats-" + "-".join(f"{x}-vs-{y}" for x, y in repeat_ids)
+    if len(name + tail) > 150:
+        import hashlib
+
+        tail = f"-repeats-{len(repeat_ids)}-{hashlib.sha1(tail.encode()).hexdigest()[:8]}"
+    return name + tail
+
+
 def out_dir(out: Path, name: str) -> Path:
     """OUT/<name>, refusing any name that would land outside OUT (a run is named by its folder,
     but a symlink inside OUT or a crafted name must not send files elsewhere)."""
@@ -120,7 +135,7 @@ def main(argv=None) -> int:
                                               min_effect=args.min_effect,
                                               repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids],
                                               history=history)
-                md, html = render_compare(report, out_dir(args.out, f"compare-{args.baseline}-vs-{cand}"))
+                md, html = render_compare(report, out_dir(args.out, compare_folder(args.baseline, cand, repeat_ids)))
                 print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
             index.refresh_rendered(args.out)  # reports/index.html lists it
             print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")

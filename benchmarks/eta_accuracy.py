@@ -31,6 +31,9 @@ GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters
     "quick-h200": ("quick-h200",),
     "aa-venv (3 interpreters, interleaved)": ("aa-venv-direct", "aa-venv-venv", "aa-venv-venvp5"),
     "ho-h200 (3 interpreters, interleaved)": ("ho-h200-a", "ho-h200-b", "ho-h200-p5"),
+    "eta3-h200 (quick)": ("eta3-h200",),
+    "eta4-h200 (quick)": ("eta4-h200",),
+    "eta5-h200 (quick)": ("eta5-h200",),
 }
 
 
@@ -118,10 +121,21 @@ def factors(queue, prior: dict | None, starts: list | None = None) -> list[float
     return out
 
 
+def launcher_of(run: str) -> str:
+    """The launcher of the run's last command (none recorded: before the fork launcher, as exec)."""
+    import json
+
+    sessions = json.loads((ROOT / "data" / "examples" / run / "run.json").read_text()).get("sessions") or [{}]
+    return next((x["launcher"] for x in sessions[-1].get("launchers") or [] if x.get("launcher")), "exec")
+
+
 def earlier(name: str) -> dict:
-    """The other groups' cells (the same H200 kind of machine, 3 processes a cell) as earlier runs."""
-    rows = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s}
-            for other, runs in GROUPS.items() if other != name for k, s in queue_of(runs)]
+    """The other groups' cells (the same H200 kind of machine, 3 processes a cell, the same launcher:
+    the collector's earlier_times rule) as earlier runs,
+    each command's first cell with its parent's start set apart as the collector's earlier_times does."""
+    rows = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s, "startup_s": x}
+            for other, runs in GROUPS.items() if other != name and launcher_of(runs[0]) == launcher_of(GROUPS[name][0])
+            for k, s, x in queue_with_starts(runs)]
     return prior_times(rows)
 
 
@@ -140,18 +154,20 @@ def main() -> int:
               f"{statistics.median(b):>15.0%} / {max(b):>6.0%}")
     print()
     print("the estimate against the time in fact left, as a factor (1.5x: off by half either way)")
-    print(f"{'run':<40} {'from the 2nd cell: median / worst':>36}  {'with the other runs as earlier ones, from the 1st':>50}"
+    print(f"{'run':<40} {'from the 2nd cell: median / worst':>34}  {'with the other runs as earlier ones: median / worst / worst from the 2nd':>72}"
           f"  {'parent start not set apart: worst':>34}")
     for name, runs in GROUPS.items():
-        a, b, c = [], [], []
+        a, b, b2, c = [], [], [], []
         for full in commands(runs):  # each command's estimate is its own, as live
             q, starts = [(k, s) for k, s, _ in full], [x for _, _, x in full]
             a += factors(q, None, starts)
-            b += factors(q, earlier(name), starts)
+            got = factors(q, earlier(name), starts)
+            b += got
+            b2 += got[1:]
             c += factors(q, None)
         if not a:
             continue
-        print(f"{name:<40} {statistics.median(a):>24.2f}x / {max(a):.2f}x  {statistics.median(b):>39.2f}x / {max(b):.2f}x"
+        print(f"{name:<40} {statistics.median(a):>24.2f}x / {max(a):.2f}x  {statistics.median(b):>55.2f}x / {max(b):.2f}x / {max(b2):.2f}x"
               f"  {max(c):>33.2f}x")
     return 0
 

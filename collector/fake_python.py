@@ -6,7 +6,7 @@
 Every cell it finishes is appended to $FAKE_CELL_LEDGER (one cell id per line), so a test can
 count how often each cell was measured. $FAKE_CELL_PRINT_MB prints that many MiB first (a cell
 that floods its log); $FAKE_CELL_ABORT prints that text and aborts without a result (a native
-crash, e.g. std::bad_alloc). $FAKE_PROBE_SECONDS makes the environment probe take that long; $FAKE_PROBE_FAIL_IN_SLURM
+crash, e.g. std::bad_alloc). $FAKE_PROBE_SECONDS makes the environment probe take that long ($FAKE_PROBE_SECONDS_IN_SLURM: in a SLURM task only); $FAKE_PROBE_FAIL_IN_SLURM
 makes it fail inside a SLURM job (a broken node; the submitting host's probe still answers).
 """
 import json
@@ -19,6 +19,8 @@ import time
 args = sys.argv[1:]
 if args[:2] == ["-m", "collector.envinfo"]:
     time.sleep(float(os.environ.get("FAKE_PROBE_SECONDS", 0)))  # a slow probe (importing torch)
+    if os.environ.get("SLURM_JOB_ID"):  # slow on the nodes only, not where the run is submitted
+        time.sleep(float(os.environ.get("FAKE_PROBE_SECONDS_IN_SLURM", 0)))
     if os.environ.get("FAKE_PROBE_FAIL_IN_SLURM") and os.environ.get("SLURM_JOB_ID"):
         sys.exit("fake_python: this node's torch does not import")  # a broken node, not the submitter
     print(json.dumps({"device": "cpu", "device_name": "Fake CPU", "gpu_name": None, "torch_version": "0.0+fake",

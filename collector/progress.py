@@ -93,6 +93,7 @@ class Progress:
         # kinds), so an estimate costs the kinds, not the cells left; positions below _next are gone
         self._queued = Counter(plan or [])
         self._next = 1
+        self.guessed = 0  # queued cells the last estimate had no timing of their model and phase for
         # one-off seconds an interpreter pays once, in its first cell (the fork parent importing torch:
         # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
         self.startups: dict = {}
@@ -109,19 +110,25 @@ class Progress:
         mean = statistics.fmean(self.durations) if self.durations else statistics.fmean(every_prior)
         if not self.plan:
             return mean * (self.total - k + 1) / self.workers
-        # earlier runs ran on another day, maybe another machine of the kind: scale them by how this
-        # run's finished cells compare with the same cells there (geometric mean of the ratios)
-        both = [statistics.fmean(self.seen[lv]) / statistics.fmean(self.prior[lv])
-                for lv in self.seen if lv[0] == "cell" and lv in self.prior]
+        # earlier runs ran on another day, maybe another machine of the kind or another launcher: scale
+        # them by how this run's finished cells compare with the most alike cells there (the same cell,
+        # else the same model and phase, else the same mode; geometric mean of the ratios)
+        both = []
+        for lv in (lv for lv in self.seen if lv[0] == "cell"):
+            there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
+            if there:
+                both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
         scale = statistics.geometric_mean(both) if both else 1.0
-        total = 0.0
+        total, self.guessed = 0.0, 0
         for key, n in self._queued.items():
             if n > 0:
-                like, f = next(((got, f) for lv in _levels(key)
-                                for got, f in ((self.seen.get(lv), 1.0),
-                                               (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
-                               (None, 1.0))
+                lv, like, f = next(((lv, got, f) for lv in _levels(key)
+                                    for got, f in ((self.seen.get(lv), 1.0),
+                                                   (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
+                                   (None, None, 1.0))
                 total += n * (f * statistics.fmean(like) if like else mean)
+                # no cell of this model and phase timed, here or in an earlier run: a guess from others
+                self.guessed += n if lv is None or lv[0] == "mode" else 0
         if self.startups and self.plan:
             waiting = {key[0] for key, n in self._queued.items() if n > 0} - set(self.startups)
             total += len(waiting) * statistics.fmean(self.startups.values())
@@ -135,6 +142,8 @@ class Progress:
         # cells run `workers` at a time, so the remaining cells take 1/workers of their summed time
         left = self.estimate_left(k)
         eta = f", about {fmt_duration(left)} left" if left is not None else ""
+        if left is not None and self.guessed:
+            eta += f"; {self.guessed} of its cells of models not yet timed, guessed from the others"
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
     def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None,
@@ -178,14 +187,29 @@ class Progress:
 
 
 def prior_times(rows: list[dict]) -> dict:
-    """Earlier cells' wall times (rows with model, phase, mode, cell_wall_s) by the _levels keys a
-    Progress consults: ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)."""
+    """Earlier cells' wall times (rows with model, phase, mode, cell_wall_s, and `startup_s` where
+    the cell paid its fork parent's one-off start: set apart, as the live estimate does) by the
+    _levels keys a Progress consults: ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)."""
     out: dict[tuple, list[float]] = {}
     for r in rows:
         secs = r.get("cell_wall_s")
         if not secs or secs <= 0:
             continue
+        start = r.get("startup_s") or 0.0
+        secs = secs - start if 0 < start < secs else secs
         for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
             out.setdefault(lv, []).append(float(secs))
     return out
 
+
+def mark_startups(rows: list[dict], sessions: list[dict]) -> list[dict]:
+    """Set `startup_s` on the first cell (by started_at) each command of a run measured: it paid the
+    command's fork parent's start (run.json's sessions: started_at, finished_at, launchers'
+    parent_import_s). ISO times of one clock compare as text. Rows without started_at are left be."""
+    for s in sessions or []:
+        secs = [x.get("parent_import_s") for x in s.get("launchers") or [] if x.get("parent_import_s")]
+        lo, hi = s.get("started_at"), s.get("finished_at") or "~"
+        inside = [r for r in rows if secs and lo and r.get("started_at") and lo <= str(r["started_at"]) <= hi]
+        if inside:
+            min(inside, key=lambda r: str(r["started_at"]))["startup_s"] = float(secs[0])
+    return rows

@@ -20,7 +20,7 @@ from collector.cell_measure import measure_cell
 from collector.compact import compact_run
 from collector.launch import Launcher
 from collector.matrix import Matrix
-from collector.progress import Progress, prior_times
+from collector.progress import Progress, mark_startups, prior_times
 from collector.stop import INTERRUPTED, REPORTED, check_interrupted
 from collector.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
 from collector.workers import Worker
@@ -94,35 +94,57 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
 
 
 EARLIER_RUNS = 20  # the most recent runs an estimate reads
+MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
 
 
 def earlier_times(out_dir: Path, targets: list) -> dict:
     """Cell wall times of earlier runs in `out_dir` collected on this kind of device with as many
-    processes a cell (progress.prior_times): the estimate of time left from the first cell on. The
-    most recent EARLIER_RUNS runs; anything unreadable is skipped (an estimate, never a failure)."""
+    processes a cell and the same launcher (progress.prior_times): the estimate of time left from the first cell on; where
+    `out_dir` holds none, the published runs beside it (data/examples beside data/runs), which the
+    estimate scales by this run's own cells. The most recent EARLIER_RUNS runs; anything unreadable is
+    skipped (an estimate, never a failure)."""
     import json
 
     import pyarrow.parquet as pq
 
     env, procs = targets[0].env, targets[0].matrix.protocol.processes
+    launcher = getattr(getattr(targets[0], "launcher", None), "name", "exec")  # a cell's time holds the launcher's start or not
     own = {t.run_id for t in targets}
     runs = []
-    for manifest in Path(out_dir).glob("*/run.json"):
-        try:
-            m = json.loads(manifest.read_text())
-            same = (m.get("environment", {}).get("device_name") == env.get("device_name")
-                    and (m.get("protocol") or {}).get("processes") == procs)
-            if manifest.parent.name not in own and same:
-                runs.append((manifest.stat().st_mtime, manifest.parent))
-        except (OSError, ValueError, AttributeError):
-            continue
-    rows = []
-    for _, run in sorted(runs, reverse=True)[:EARLIER_RUNS]:
+    for folder in (Path(out_dir), Path(out_dir).parent / "examples"):
+        for manifest in folder.glob("*/run.json") if not runs else ():
+            try:
+                m = json.loads(manifest.read_text())
+                sessions = m.get("sessions") or []
+                # a run without launchers recorded predates the fork launcher: its processes each started torch
+                how = {x.get("launcher") for x in (sessions[-1].get("launchers") if sessions else None) or []
+                       if x.get("launcher")} or {"exec"}
+                same = (m.get("environment", {}).get("device_name") == env.get("device_name")
+                        and (m.get("protocol") or {}).get("processes") == procs and launcher in how)
+                if manifest.parent.name not in own and same:  # the newest first: by when its last command began
+                    when = max([str(x.get("started_at") or "") for x in sessions] or [""])
+                    runs.append(((when, manifest.stat().st_mtime), manifest.parent, sessions))
+            except (OSError, ValueError, AttributeError):
+                continue
+    # the newest EARLIER_RUNS runs; older ones too (up to MOST_EARLIER_RUNS) while a model and phase
+    # of this run is in none read yet: an unseen model is the estimate's worst guess
+    wanted = {(c.model, c.phase) for t in targets for c in t.matrix.cells}
+    rows: list[dict] = []
+    for n, (_, run, sessions) in enumerate(sorted(runs, key=lambda r: r[0], reverse=True)[:MOST_EARLIER_RUNS]):
+        if n >= EARLIER_RUNS and not wanted - {(r.get("model"), r.get("phase")) for r in rows}:
+            break
+        got = []
         for f in (run / "cells").glob("*.parquet"):
             try:
-                rows += pq.read_table(f, columns=["model", "phase", "mode", "cell_wall_s"]).to_pylist()
+                t = pq.read_table(f)
+                got += t.select([c for c in ("model", "phase", "mode", "cell_wall_s", "started_at")
+                                 if c in t.column_names]).to_pylist()
             except Exception:  # noqa: BLE001 - an older or damaged file: no prior from it
                 continue
+        try:  # each command's first cell paid its fork parent's start: set apart, as live
+            rows += mark_startups(got, sessions)
+        except (AttributeError, TypeError):
+            rows += got
     return prior_times(rows)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -154,8 +155,16 @@ def _run_cell_job(job: CellJob, early_stop: list[int]) -> str:
     early = threading.Thread(target=probe, name="tcb-node-probe", daemon=True)
     early.start()
     try:
-        launcher.prepare(store.logs_dir)
+        try:
+            launcher.prepare(store.logs_dir)
+        except Exception:
+            if not early_stop:
+                raise
         early.join()
+        if early_stop and "error" in probed:
+            # SLURM signals every process of the task, the probe's too: a probe killed by the limit's
+            # signal is the time limit, not a broken node (a fork parent it killed: the check below)
+            return _stopped_early(store, job, early_stop, socket.gethostname())
         if "error" in probed:
             raise probed["error"]
         env = probed["env"]

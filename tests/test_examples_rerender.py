@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from analysis.__main__ import main as analysis_main
+from analysis.__main__ import compare_folder, main as analysis_main
 from conftest import ROOT
 
 EXAMPLES = sorted(p.name for p in (ROOT / "docs" / "examples").iterdir() if (p / "report.md").exists())
@@ -46,10 +46,14 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
     else:
         args += ["--run", name]
     assert analysis_main(args) == 0
+    repeats = [tuple(args[i + 1].split(":")) for i, x in enumerate(args) if x == "--repeat"]
+    # with REPEATS it renders into a folder of its own; published under `name`
+    folder = compare_folder(*name[len("compare-"):].split("-vs-"), repeats) if repeats else name
     for f in ("report.md", "summary.md"):
-        assert _text(tmp_path / name / f) == _text(ROOT / "docs" / "examples" / name / f), f
+        assert _text(tmp_path / folder / f) == _text(ROOT / "docs" / "examples" / name / f), f
     if (ROOT / "docs" / "examples" / name / "estimates.json").exists():
-        new, old = (json.loads((d / name / "estimates.json").read_text()) for d in (tmp_path, ROOT / "docs" / "examples"))
+        new, old = (json.loads((d / "estimates.json").read_text())
+                    for d in (tmp_path / folder, ROOT / "docs" / "examples" / name))
         assert _close(new, old)
 
 

@@ -20,3 +20,20 @@ def test_a_comparison_rendered_after_the_index_is_listed_in_it(tmp_path):
     # the index written again (the runs rendered) keeps listing it
     index.write_index(tmp_path, [], pub, 0)
     assert "compare-aa-venv-direct-vs-aa-venv-venv/report.html" in (tmp_path / "index.html").read_text()
+
+
+def test_a_comparison_with_repeats_has_its_own_folder_beside_the_plain_one(tmp_path):
+    """Rendering A against B plainly and with REPEATS used to write one folder, the second silently
+    replacing the first; now each has its own, and the index lists both."""
+    index.write_index(tmp_path, [], index.Published(runs={}, comparisons=[], repeats={}), 0)
+    data = str(ROOT / "data" / "examples")
+    base = ["--data", data, "--out", str(tmp_path), "--reps", "50", "--baseline", "aa-venv-direct",
+            "--candidate", "aa-venv-venvp5", "--allow-mismatch"]
+    assert analysis_main(base) == 0
+    assert analysis_main(base + ["--repeat", "aa-venv-venv:aa-venv-venvp5"]) == 0
+    plain = tmp_path / "compare-aa-venv-direct-vs-aa-venv-venvp5"
+    repeated = tmp_path / "compare-aa-venv-direct-vs-aa-venv-venvp5-repeats-aa-venv-venv-vs-aa-venv-venvp5"
+    assert "repeat" not in (plain / "report.md").read_text().lower().split("## ")[0]
+    assert (repeated / "report.md").read_text() != (plain / "report.md").read_text()
+    page = (tmp_path / "index.html").read_text()
+    assert f'href="{plain.name}/report.html"' in page and f'href="{repeated.name}/report.html"' in page

@@ -42,7 +42,7 @@ def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
     target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"},
-                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3)))
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
     got = earlier_times(tmp_path, [target])
     assert got[("cell", "mlp", "infer", "default")] == [30.0]
 
@@ -63,3 +63,76 @@ def test_an_interpreters_one_off_start_is_not_a_cell_time_and_is_counted_once_pe
     q = Progress(21, out=io.StringIO(), plan=plan)
     q.done({"status": "ok"}, 51.0, k=1, startup=None)  # the exec launcher: no parent, nothing set apart
     assert q.estimate_left(2) == 20 * 51.0
+
+
+def test_earlier_runs_first_cells_set_their_parents_start_apart_and_published_runs_stand_in(tmp_path):
+    """An earlier command's first cell held its fork parent's 14 s start (run.json's sessions); as a
+    prior it counts without it, as the live estimate does. Where the runs folder holds no run of this
+    kind, the published runs beside it (data/examples beside data/runs) stand in."""
+    from types import SimpleNamespace
+
+    from collector.runner import earlier_times
+
+    runs, examples = tmp_path / "runs", tmp_path / "examples"
+    runs.mkdir()
+    d = examples / "old" / "cells"
+    d.mkdir(parents=True)
+    session = {"started_at": "2026-12-01T10:00:00+00:00", "finished_at": "2026-12-01T10:05:00+00:00",
+               "launchers": [{"parent_import_s": 14.0}]}
+    (examples / "old" / "run.json").write_text(json.dumps({"environment": {"device_name": "NVIDIA H200"},
+                                                           "protocol": {"processes": 3}, "sessions": [session]}))
+    for i, (at, secs) in enumerate((("2026-12-01T10:00:01+00:00", 40.0), ("2026-12-01T10:00:41+00:00", 26.0))):
+        pq.write_table(pa.table({"model": ["mlp"], "phase": ["infer"], "mode": ["default"], "cell_wall_s": [secs],
+                                 "started_at": [at]}), d / f"c{i}.parquet")
+    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"},
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+    assert sorted(earlier_times(runs, [target])[("cell", "mlp", "infer", "default")]) == [26.0, 26.0]
+    _run(runs, "mine", "NVIDIA H200", 3, 30.0)  # a run of this kind in the runs folder: it alone counts
+    assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [30.0]
+
+
+def test_a_cell_the_earlier_runs_lack_scales_them_by_its_model_and_phase():
+    """A collect with another launcher (every cell imports torch: 2.3x the earlier runs' times): its
+    first cell, a mode the earlier runs lack, still scales them through the same model and phase."""
+    prior = prior_times([{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 20.0},
+                         {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 40.0}])
+    plan = [(0, "mlp", "infer", "reduce-overhead"), (0, "gpt", "train", "default")]
+    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior)
+    p.done({"status": "ok"}, 46.0, k=1)
+    assert p.estimate_left(2) == 40.0 * 46.0 / 20.0
+
+
+def test_earlier_runs_of_another_launcher_are_not_a_prior(tmp_path):
+    """quick-h200 (every process started torch itself, 52-79 s a cell) as a prior for a fork-launched
+    quick collect (13-42 s) put the estimate 1.9x high: a run counts only with this run's launcher."""
+    from types import SimpleNamespace
+
+    from collector.runner import earlier_times
+
+    _run(tmp_path, "old-exec", "NVIDIA H200", 3, 70.0)  # no launcher recorded: before the fork launcher
+    _run(tmp_path, "fork", "NVIDIA H200", 3, 30.0)
+    manifest = json.loads((tmp_path / "fork" / "run.json").read_text())
+    manifest["sessions"] = [{"started_at": "2026-12-04T01:00:00+00:00", "launchers": [{"launcher": "fork"}]}]
+    (tmp_path / "fork" / "run.json").write_text(json.dumps(manifest))
+    for name, want in (("fork", [30.0]), ("exec", [70.0])):
+        target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name=name),
+                                 matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+        assert earlier_times(tmp_path, [target])[("cell", "mlp", "infer", "default")] == want
+
+
+def test_the_line_says_when_cells_of_untimed_models_are_guessed():
+    """eta5-h200 (no earlier run): at cell 2 the four ResNet-18 cells were guessed from the MLP's
+    (about 1m33s left against 2m38s): the line says how many cells are such a guess."""
+    plan = [(0, "mlp", "infer", "default"), (0, "mlp", "train", "default"),
+            (0, "resnet18", "infer", "default"), (0, "resnet18", "train", "default")]
+    out = io.StringIO()
+    p = Progress(4, out=out, plan=plan)
+    p.done({"status": "ok"}, 12.0, k=1)
+    p.start(2, "mlp train")
+    assert "about 36s left; 3 of its cells of models not yet timed, guessed from the others" in out.getvalue()
+    prior = prior_times([{"model": m, "phase": ph, "mode": "default", "cell_wall_s": 20.0} for _, m, ph, _ in plan])
+    out = io.StringIO()
+    q = Progress(4, out=out, plan=plan, prior=prior)
+    q.done({"status": "ok"}, 12.0, k=1)
+    q.start(2, "mlp train")
+    assert "guessed" not in out.getvalue()  # every model and phase timed in an earlier run

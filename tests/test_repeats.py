@@ -13,7 +13,7 @@ import pytest
 
 from analysis import estimates as est
 from analysis import pair_estimates, repeats
-from analysis.__main__ import main as analysis_main
+from analysis.__main__ import compare_folder, main as analysis_main
 from analysis.compare import build_compare_report
 from analysis.context import prepare
 from analysis.load import DataError, discover_runs, load
@@ -86,7 +86,8 @@ def test_a_planted_change_repeats_in_every_lease_and_aa_pairs_call_nothing():
 def test_the_published_version_comparison_says_what_repeats_in_three_leases(tmp_path):
     assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "1000",
                           "--baseline", V[0], "--candidate", V[1], "--repeat", T3, "--repeat", T4]) == 0
-    out = tmp_path / f"compare-{V[0]}-vs-{V[1]}"
+    out = tmp_path / compare_folder(V[0], V[1], [tuple(T3.split(":")), tuple(T4.split(":"))])  # its own folder
+    assert not (tmp_path / f"compare-{V[0]}-vs-{V[1]}").exists()
     assert check_file(out / "estimates.json") == []
     data = json.loads((out / "estimates.json").read_text())
     assert data["repeat_pairs"] == [list(V)] + [T3.split(":"), T4.split(":")]

@@ -462,10 +462,12 @@ def _nodes() -> list[str]:
     return sorted(set(proc.stdout.split()))
 
 
-def _collect_fake(tmp_path, run_id, seconds, *args, cells=("mlp",)):
+def _collect_fake(tmp_path, run_id, seconds, *args, cells=("mlp",), env=None):
+    """Submit stand-in cells of `seconds` each; `env`: more variables for the tasks (sbatch passes
+    the submitting environment on)."""
     from collector import faults
 
-    env = {**os.environ, "FAKE_CELL_SECONDS": str(seconds)}
+    env = {**os.environ, **(env or {}), "FAKE_CELL_SECONDS": str(seconds)}
     return subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", "--models", ",".join(cells),
                            "--phases", "infer", "--modes", "default,reduce-overhead", "--processes", "1",
                            "--executor", "slurm", "--python", faults.fake_python(tmp_path), "--launcher", "exec",
@@ -622,11 +624,8 @@ def test_real_task_that_raises_is_reported_crashed_with_its_last_line(tmp_path):
     """A node whose probe fails: the task raises, submitit records the error in its result file,
     and status says crashed with the error's last line (not just lost)."""
     _need_slurm()
-    os.environ["FAKE_PROBE_FAIL_IN_SLURM"] = "1"
-    try:
-        proc = _collect_fake(tmp_path, "x", 1, "--slurm-time", "5", "--modes", "default")
-    finally:
-        del os.environ["FAKE_PROBE_FAIL_IN_SLURM"]
+    proc = _collect_fake(tmp_path, "x", 1, "--slurm-time", "5", "--modes", "default",
+                         env={"FAKE_PROBE_FAIL_IN_SLURM": "1"})
     assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
     st = _wait(tmp_path / "x", lambda s: s["counts"].get("crashed") == 1, timeout=120)
     (state,) = st["cells"].values()
@@ -887,3 +886,37 @@ def test_real_a_task_run_again_under_its_id_takes_over_the_claim_its_first_run_l
                and not s["counts"].get("running"), timeout=120)
     assert st["counts"] == {"done": 1}, st
     assert RunStore(tmp_path / "rq").claims() == {}
+
+
+def test_real_a_time_limit_signal_while_the_task_still_starts_is_timed_out(tmp_path):
+    """SLURM signals a task before its limit (USR2 6 s early under a 1-minute limit, then SIGTERM):
+    here both land while the node's probe still runs (70 s: a slow import of torch). Status says timed
+    out; it used to say crashed (submitit's own USR2 handler: 'timed-out and not checkpointable')."""
+    _need_slurm()
+    proc = _collect_fake(tmp_path, "tp", 1, "--slurm-time", "1", "--modes", "default",
+                         env={"FAKE_PROBE_SECONDS_IN_SLURM": "70"})
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "tp", lambda s: not s["counts"].get("queued") and not s["counts"].get("running"),
+               timeout=240)
+    (state,) = st["cells"].values()
+    assert state.startswith("timed out (limit 1 min; job ") and not _rows(tmp_path / "tp"), state
+
+
+def test_real_a_task_whose_setup_line_fails_shows_that_line_in_status(tmp_path):
+    """A site's setup line fails before Python starts (a module that is not there): the task leaves
+    no result and no claim; status names the line it wrote last instead of a bare 'lost'."""
+    _need_slurm()
+    from collector import faults
+
+    prof = tmp_path / "site.toml"
+    prof.write_text('setup = ["echo \\"module: unable to locate a modulefile for cuda/99.9\\" >&2", "exit 3"]\n'
+                    'time = 5\n')
+    proc = subprocess.run(["make", "collect", "EXECUTOR=slurm", "PRESET=smoke", "MODELS=mlp", "PHASES=infer",
+                           "MODES=default", "PROCESSES=1", "RUN=bad", f"RUNS={tmp_path}", f"SITE_PROFILE={prof}",
+                           f"PYTHON={sys.executable}", f"PYTHONS={faults.fake_python(tmp_path)}", "LAUNCHER=exec"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "bad", lambda s: not s["counts"].get("queued") and not s["counts"].get("running"),
+               timeout=120)
+    (state,) = st["cells"].values()
+    assert "unable to locate a modulefile for cuda/99.9" in state, state
