@@ -412,6 +412,7 @@ def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
     assert (n, len(miss)) == (8, 0)
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_welch_check_on_committed_runs():
     """The evidence for keeping the comparison's (conservative) change interval: on the committed
     exec/fork A/A the current interval holds 0 in 8 of 8 cells and calls nothing, while a Welch

@@ -16,6 +16,7 @@ def run_gate(capsys, *args):
     return code, capsys.readouterr()
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_aa_across_interpreters_passes_and_the_planted_5_percent_fails_naming_cells(capsys):
     code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "2%")
     assert code == 0 and "0 called regression(s), 0 beyond 2%: pass" in out.out
@@ -73,6 +74,7 @@ def test_only_called_regressions_count_and_direction_follows_the_quantity():
     assert gate.parse_bound("5%") == gate.parse_bound("5") == gate.parse_bound("0.05") == 0.05
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_with_repeats_only_a_regression_that_repeats_fails(tmp_path):
     """The published 2.11 -> 2.14.1 comparison with only its own runs and its repeats in the data
     folder (no sibling runs: the processes alone) fails a 2% gate on the MoE's +3.3%; with its two

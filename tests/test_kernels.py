@@ -269,6 +269,7 @@ def test_processes_that_compiled_cold_are_told_apart_by_their_draws():
     assert kernels.draw_spread({**row, "compiled_process_ms": [0.92, 0.97]}) is None  # a replicate without record
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_h200_moe_process_that_drew_the_slow_configuration_is_named_in_its_run_report(tmp_path):
     """crv-torch2.14.1-cu130's MoE: process 2 drew the slow launch configuration (0.970 ms against 0.921)."""
     from analysis.__main__ import main as analysis_main

@@ -64,6 +64,7 @@ def _pairs(specs: list[str]):
     return loaded, pairs
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_a_planted_change_repeats_in_every_lease_and_aa_pairs_call_nothing():
     """Planted 10% on the compiled step, each against its control, in three H200 leases (aa-h200,
     aa-x2, g1): every planted GPU-bound cell is called a regression in every pair that has it.
@@ -83,6 +84,7 @@ def test_a_planted_change_repeats_in_every_lease_and_aa_pairs_call_nothing():
     assert repeats.rows([pair_estimates.estimate_pair(loaded, a, b, reps=1000) for a, b in pairs]) == []
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_published_version_comparison_says_what_repeats_in_three_leases(tmp_path):
     assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "1000",
                           "--baseline", V[0], "--candidate", V[1], "--repeat", T3, "--repeat", T4]) == 0

@@ -1,6 +1,7 @@
 """What a cell's processes cannot show: a cell's run-to-run spread, measured on sibling runs
 (analysis/history.py), and a run-wide shift, withheld from the per-cell calls (analysis/run_level.py);
 the false-alarm budget in docs/statistics.md is what benchmarks/false_alarms.py prints."""
+import pytest
 import json
 import re
 import subprocess
@@ -125,6 +126,7 @@ def test_a_shift_of_both_sides_in_nearly_every_cell_is_named_once_and_the_speedu
     assert run_level.withhold_run_wide(ests, set(ids), 0.02) is None and ests["compiled"]["c0"].called
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_false_alarm_budget_in_the_docs_is_what_the_benchmark_prints():
     out = subprocess.run([sys.executable, "benchmarks/false_alarms.py"], cwd=ROOT, capture_output=True,
                          text=True, timeout=600, check=True).stdout

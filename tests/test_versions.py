@@ -113,6 +113,7 @@ def test_the_one_call_rule():
     assert est.memory(100, 97, 0.02).call == est.IMPROVED and not est.memory(100, 99, 0.02).called
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_first_call_noise_constants_are_what_the_committed_aa_pairs_give():
     out = subprocess.run([sys.executable, "benchmarks/first_call_noise.py"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
@@ -161,6 +162,7 @@ def test_the_aa_across_interpreters_calls_nothing_and_the_planted_5_percent_is_c
     assert len(_called(plant.regressions, "compiled")) == 4 and plant.improvements == []
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
     runs = ["smoke-cpu-cuda-torch2.12.1", "smoke-cpu-torch2.13.0-a", "smoke-cpu-cuda-torch2.14.1"]
     rep = _compare(runs[0], runs[2], runs=runs)
@@ -293,6 +295,7 @@ def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch)
     assert set(executors.PLANTS) == {s.name for s in mx.SETTINGS if s.name.startswith("plant_")}
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
     """estimates.json beside a comparison: every quantity of every cell, B/A with its interval and
     call; a release gate fails on any 'regressed' (here none: the MoE's compiled +3.3% is inside the
@@ -330,6 +333,7 @@ def test_the_guard_counts_of_the_committed_guard_logs():
     assert bad.returncode == 2 and "no such log: no/such.log" in bad.stderr
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_ones():
     """benchmarks/autotune_draws.py over the committed MoE compiles of both versions: every compile
     that chose XBLOCK=512/8 warps for the cast or the GELU kernel is slower than every compile that did
@@ -361,6 +365,7 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
     assert none.returncode == 2 and "has no__such__cell with an autotune record" in none.stderr
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
     """autotune_draws.py --timings reads Inductor's autotuning log of each process (the cell logs of
     mt11-1 and mt14-1, 10 cold compiles a version): the configuration each compile's record says it
@@ -402,6 +407,7 @@ def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
     assert len(picks) == 4 and len(set(picks)) == 3 and {"2048/2", "512/4"} <= set(picks)
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the_big_plants():
     """benchmarks/cold_compile_power.py on the committed COLD_REPLICATES pairs: the comparison's interval
     (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b and cp5-a/b,
@@ -423,6 +429,7 @@ def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the
     assert calls(planted[:2], "pooled")[0] >= 2
 
 
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 def test_the_like_for_like_change_calls_nothing_in_an_aa_pair_and_finds_a_planted_5_percent(tmp_path):
     """autotune_draws.py --by run: the change between two runs among the compiles of one draw. A/A: cp-a
     against cp-b (one torch, one machine, every process compiled cold): the interval holds 0. Planted:
