@@ -161,10 +161,11 @@ gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSI
 	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
 	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
 	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) $(call opt,--min-effect,$(MIN_EFFECT)) \
-	  $(if $(call on,$(PER_CELL_FIRST_CALL)),--per-cell-first-call)
+	  $(if $(call on,$(PER_CELL_FIRST_CALL)),--per-cell-first-call) \
+	  || { rc=$$?; echo "make gate: python -m analysis gate exited $$rc ($$( [ $$rc -eq 1 ] && echo 'a called regression beyond the bound' || echo 'bad input, not a verdict')); make itself exits 2 on either" >&2; exit $$rc; }
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 test-fast: $(COLLECT_DEPS) ## the suite without the slow, compiling, real-SLURM and browser tests (about 2 min)
 	$(PY) -m pytest -q -m "not slow and not compile and not slurm and not browser" tests

@@ -72,8 +72,8 @@ def how_measured(a: Run, b: Run) -> str:
     if interleaved(a, b):
         return "Measured on one machine, interleaved cell by cell with the order alternating: drift falls on both alike."
     if ba and bb:
-        return ("Measured on one machine, one run after the other (not interleaved): a drift between the two "
-                "sessions would read as a change.")
+        return ("Measured on one machine, one run after the other (not interleaved): a drift of the machine "
+                "between the two runs would read as a change.")
     return "Where the runs were measured is not recorded (runs from before the machine's boot id was kept)."
 
 

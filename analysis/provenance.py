@@ -70,7 +70,7 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
                          + f" (collected with ALLOW_MIXED=1, or merged with --allow-mixed): compare cells of one {what}.")
     hosts, boots = _hosts(run, all_rows)
     if len(hosts) > 1:
-        notes.append(f"Collected in {len(hosts)} sessions on different machines ({', '.join(hosts)}); "
+        notes.append(f"Collected on {len(hosts)} different machines ({', '.join(hosts)}); "
                      "compare cells from one machine where the difference matters.")
     elif len(boots) > 1:
         notes.append(f"Collected on {len(boots)} different machines or boots (kernel boot ids differ, hostname "

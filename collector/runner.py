@@ -99,10 +99,10 @@ MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the 
 
 def earlier_times(out_dir: Path, targets: list) -> dict:
     """Cell wall times of earlier runs in `out_dir` collected on this kind of device with as many
-    processes a cell and the same launcher (progress.prior_times): the estimate of time left from the first cell on; where
-    `out_dir` holds none, the published runs beside it (data/examples beside data/runs), which the
-    estimate scales by this run's own cells. The most recent EARLIER_RUNS runs; anything unreadable is
-    skipped (an estimate, never a failure)."""
+    processes a cell and the same launcher (progress.prior_times): the estimate of time left from the
+    first cell on. Where `out_dir` holds none, the published runs beside it (data/examples beside
+    data/runs) of this kind of device, else of another of its type (cuda, cpu); the estimate scales
+    them by this run's own cells. Anything unreadable is skipped (an estimate, never a failure)."""
     import json
 
     import pyarrow.parquet as pq
@@ -111,7 +111,10 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
     launcher = getattr(getattr(targets[0], "launcher", None), "name", "exec")  # a cell's time holds the launcher's start or not
     own = {t.run_id for t in targets}
     runs = []
-    for folder in (Path(out_dir), Path(out_dir).parent / "examples"):
+    examples = Path(out_dir).parent / "examples"
+    # this kind of device in the runs folder, else in the published runs, else another model of this
+    # device type there (a GPU's relative cell costs stand for another GPU's, scaled by this run)
+    for folder, key in ((Path(out_dir), "device_name"), (examples, "device_name"), (examples, "device")):
         for manifest in folder.glob("*/run.json") if not runs else ():
             try:
                 m = json.loads(manifest.read_text())
@@ -119,7 +122,7 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
                 # a run without launchers recorded predates the fork launcher: its processes each started torch
                 how = {x.get("launcher") for x in (sessions[-1].get("launchers") if sessions else None) or []
                        if x.get("launcher")} or {"exec"}
-                same = (m.get("environment", {}).get("device_name") == env.get("device_name")
+                same = (env.get(key) is not None and m.get("environment", {}).get(key) == env.get(key)
                         and (m.get("protocol") or {}).get("processes") == procs and launcher in how)
                 if manifest.parent.name not in own and same:  # the newest first: by when its last command began
                     when = max([str(x.get("started_at") or "") for x in sessions] or [""])

@@ -141,3 +141,19 @@ def test_report_options_out_of_range_are_refused_by_name_not_a_traceback(capsys,
     if args[0] != "--noise":  # the gate takes the same two with the same rules
         with pytest.raises(SystemExit):
             analysis_main(["gate", "--data", DATA, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", *args])
+
+
+@pytest.mark.parametrize("make_args, says", [
+    (["BASELINE=aa-venv-venv", "CANDIDATE=aa-venv-venvp5", "MAX_REGRESSION=2%", "ALLOW_MISMATCH=1"],
+     "exited 1 (a called regression beyond the bound)"),
+    (["BASELINE=nope", "CANDIDATE=aa-venv-venv"], "exited 2 (bad input, not a verdict)"),
+])
+def test_make_gate_exits_2_on_either_failure_and_its_last_line_says_which(make_args, says):
+    """make turns every failing recipe into its own exit code 2: the gate's 1 (a regression) and 2
+    (bad input) are told apart by the line the recipe prints."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(["make", "-s", "gate", *make_args, f"PYTHON={sys.executable}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and says in done.stderr, done.stdout + done.stderr

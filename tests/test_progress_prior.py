@@ -136,3 +136,28 @@ def test_the_line_says_when_cells_of_untimed_models_are_guessed():
     q.done({"status": "ok"}, 12.0, k=1)
     q.start(2, "mlp train")
     assert "guessed" not in out.getvalue()  # every model and phase timed in an earlier run
+
+
+def test_with_no_run_of_this_gpu_the_published_runs_of_another_gpu_stand_in():
+    """A clone on a GPU the published runs never saw: their cells (another GPU, the same device type,
+    launcher and processes) give the relative costs, which this run's cells scale."""
+    import tempfile
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from collector.runner import earlier_times
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "runs").mkdir()
+        _run(root / "examples", "h200", "NVIDIA H200", 3, 30.0)
+        _run(root / "examples", "cpu", "AMD EPYC", 3, 99.0)
+        for name, device in (("h200", "cuda"), ("cpu", "cpu")):
+            m = json.loads((root / "examples" / name / "run.json").read_text())
+            m["environment"]["device"] = device
+            (root / "examples" / name / "run.json").write_text(json.dumps(m))
+        target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA A100", "device": "cuda"},
+                                 matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+        assert earlier_times(root / "runs", [target])[("cell", "mlp", "infer", "default")] == [30.0]
+        target.env["device"] = "xpu"
+        assert earlier_times(root / "runs", [target]) == {}

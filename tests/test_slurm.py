@@ -173,7 +173,10 @@ def _slurm_up() -> bool:
     if not shutil.which("sinfo"):
         return False
     proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return proc.returncode == 0 and any(s.startswith(("idle", "mix", "alloc")) for s in proc.stdout.split())
+    # a node that answers, in whatever state a second suite on the same cluster left it (reserved
+    # by its reservation, completing its jobs, planned for them): not down, drained or silent (*)
+    down = ("down", "drain", "fail", "unk", "inval", "not_responding", "future", "power")
+    return proc.returncode == 0 and any(not s.startswith(down) and not s.endswith("*") for s in proc.stdout.split())
 
 
 def _need_slurm():
