@@ -249,6 +249,9 @@ def summary(rows: list[dict], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(max(5.0, 1.15 * len(groups) + 1.5), 3.0))
     colors = {"faster": "#2a8a2a", "slower": "#c0392b"}
     rng = np.random.default_rng(0)  # fixed jitter: the same chart every time
+    # one artist per kind and colour, not two per cell: 10,000 cells drew 20,000 lines (25 s)
+    bars: dict[str, list] = {}
+    dots: dict[str, list] = {}
     for i, g in enumerate(groups):
         members = [r for r in rows if r["group"] == g]
         xs = i + (rng.uniform(-0.22, 0.22, len(members)) if len(members) > 1 else np.zeros(1))
@@ -256,8 +259,14 @@ def summary(rows: list[dict], path: Path) -> Path | None:
             color = colors.get(r.get("verdict"), "#888888")
             lo, hi = r.get("lo"), r.get("hi")
             if lo and hi and lo > 0 and not (math.isnan(lo) or math.isnan(hi)):
-                ax.plot([x, x], [lo, hi], color=color, alpha=0.45, linewidth=1.2)
-            ax.plot(x, r["speedup"], "o", color=color, markersize=4)
+                bars.setdefault(color, []).append((x, lo, hi))
+            dots.setdefault(color, []).append((x, r["speedup"]))
+    for color, b in bars.items():
+        x, lo, hi = zip(*b)
+        ax.vlines(x, lo, hi, colors=color, alpha=0.45, linewidth=1.2)
+    for color, d in dots.items():
+        x, y = zip(*d)
+        ax.plot(x, y, "o", linestyle="none", color=color, markersize=4)
     ax.axhline(1.0, color="#444444", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
