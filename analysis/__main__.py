@@ -40,6 +40,13 @@ def compare_folder(baseline: str, candidate: str, repeat_ids: list[tuple[str, st
     return name + tail
 
 
+def rendered_folder(name: str, argv: list[str]) -> str:
+    """The folder `python -m analysis argv` renders published example `name` (a run, or compare-A-vs-B)
+    into: the example's own name, or with --repeat its comparison's folder of its own."""
+    repeats = [tuple(argv[i + 1].split(":")) for i, a in enumerate(argv[:-1]) if a == "--repeat"]
+    return compare_folder(*name[len("compare-"):].split("-vs-"), repeats) if repeats else name
+
+
 def out_dir(out: Path, name: str) -> Path:
     """OUT/<name>, refusing any name that would land outside OUT (a run is named by its folder,
     but a symlink inside OUT or a crafted name must not send files elsewhere)."""

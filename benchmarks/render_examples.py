@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.__main__ import compare_folder, main as analysis_main  # noqa: E402
+from analysis.__main__ import main as analysis_main, rendered_folder  # noqa: E402
 
 
 def args_for(name: str, data: Path, out: Path, shipped: Path) -> list[str]:
@@ -57,12 +57,6 @@ def main(argv: list[str]) -> int:
             print(f"error: {name} did not render", file=sys.stderr)
             return 1
     return 0
-
-
-def rendered_folder(name: str, args: list[str]) -> str:
-    """The folder `python -m analysis args` renders published example `name` into."""
-    repeats = [tuple(args[i + 1].split(":")) for i, a in enumerate(args) if a == "--repeat"]
-    return compare_folder(*name[len("compare-"):].split("-vs-"), repeats) if repeats else name
 
 
 if __name__ == "__main__":

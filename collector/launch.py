@@ -46,7 +46,11 @@ class Launcher(TypingProtocol):
 
 class LauncherBase:
     """Defaults for the parts of a Launcher a stand-in need not do (nothing to kill, describe or
-    close; one launcher serves every worker): a fake launcher (tests) writes `run` alone."""
+    close; one launcher serves every worker): a fake launcher (tests) writes `run` alone. `name` is
+    how its processes start, as run.json records it (earlier runs count for an estimate only with
+    the same): a stand-in starts none, like the exec launcher's one interpreter a process."""
+
+    name = "exec"
 
     def for_worker(self, worker: Worker) -> "LauncherBase":
         return self

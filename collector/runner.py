@@ -95,6 +95,7 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
 
 EARLIER_RUNS = 20  # the most recent runs an estimate reads
 MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
+PUBLISHED = PROJECT_ROOT / "data" / "examples"  # this checkout's published runs
 
 
 def earlier_times(out_dir: Path, targets: list) -> dict:
@@ -108,13 +109,15 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
     import pyarrow.parquet as pq
 
     env, procs = targets[0].env, targets[0].matrix.protocol.processes
-    launcher = getattr(getattr(targets[0], "launcher", None), "name", "exec")  # a cell's time holds the launcher's start or not
+    launcher = targets[0].launcher.name  # a cell's time holds the launcher's start or not
     own = {t.run_id for t in targets}
     runs = []
-    examples = Path(out_dir).parent / "examples"
+    # the published runs: beside the runs folder (data/examples beside data/runs), else this
+    # checkout's own (a runs folder elsewhere, RUNS=/scratch/runs, still has them)
+    published = [p for p in dict.fromkeys((Path(out_dir).resolve().parent / "examples", PUBLISHED)) if p.is_dir()]
     # this kind of device in the runs folder, else in the published runs, else another model of this
     # device type there (a GPU's relative cell costs stand for another GPU's, scaled by this run)
-    for folder, key in ((Path(out_dir), "device_name"), (examples, "device_name"), (examples, "device")):
+    for folder, key in [(Path(out_dir), "device_name")] + [(p, k) for k in ("device_name", "device") for p in published]:
         for manifest in folder.glob("*/run.json") if not runs else ():
             try:
                 m = json.loads(manifest.read_text())

@@ -17,6 +17,15 @@ def fixture_copy(tmp_path) -> Path:
     return dst
 
 
+@pytest.fixture(autouse=True)
+def _no_published_prior(monkeypatch, tmp_path_factory):
+    """In-process collects estimate from their own test's runs, not from this checkout's published
+    runs (collector.runner.PUBLISHED); a test that means to read published runs sets its own."""
+    import collector.runner
+
+    monkeypatch.setattr(collector.runner, "PUBLISHED", tmp_path_factory.getbasetemp() / "no-published-runs")
+
+
 # Tiers (make test-fast leaves these out): the real-SLURM tests (test_slurm's tests named *real*;
 # its fake-scheduler tests stay in the fast tier) and the headless-browser tests
 _MODULE_MARKS = {"test_slurm": "slurm", "test_browser": "browser"}

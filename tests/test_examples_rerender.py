@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from analysis.__main__ import compare_folder, main as analysis_main
+from analysis.__main__ import main as analysis_main, rendered_folder
 from conftest import ROOT
 
 EXAMPLES = sorted(p.name for p in (ROOT / "docs" / "examples").iterdir() if (p / "report.md").exists())
@@ -46,9 +46,7 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
     else:
         args += ["--run", name]
     assert analysis_main(args) == 0
-    repeats = [tuple(args[i + 1].split(":")) for i, x in enumerate(args) if x == "--repeat"]
-    # with REPEATS it renders into a folder of its own; published under `name`
-    folder = compare_folder(*name[len("compare-"):].split("-vs-"), repeats) if repeats else name
+    folder = rendered_folder(name, args)  # with REPEATS a folder of its own; published under `name`
     for f in ("report.md", "summary.md"):
         assert _text(tmp_path / folder / f) == _text(ROOT / "docs" / "examples" / name / f), f
     if (ROOT / "docs" / "examples" / name / "estimates.json").exists():

@@ -41,7 +41,7 @@ def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(
     _run(tmp_path, "now", "NVIDIA H200", 3, 55.0)  # the run being collected: not its own prior
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
-    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"},
+    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name="exec"),
                              matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
     got = earlier_times(tmp_path, [target])
     assert got[("cell", "mlp", "infer", "default")] == [30.0]
@@ -84,7 +84,7 @@ def test_earlier_runs_first_cells_set_their_parents_start_apart_and_published_ru
     for i, (at, secs) in enumerate((("2026-12-01T10:00:01+00:00", 40.0), ("2026-12-01T10:00:41+00:00", 26.0))):
         pq.write_table(pa.table({"model": ["mlp"], "phase": ["infer"], "mode": ["default"], "cell_wall_s": [secs],
                                  "started_at": [at]}), d / f"c{i}.parquet")
-    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"},
+    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name="exec"),
                              matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
     assert sorted(earlier_times(runs, [target])[("cell", "mlp", "infer", "default")]) == [26.0, 26.0]
     _run(runs, "mine", "NVIDIA H200", 3, 30.0)  # a run of this kind in the runs folder: it alone counts
@@ -157,7 +157,28 @@ def test_with_no_run_of_this_gpu_the_published_runs_of_another_gpu_stand_in():
             m["environment"]["device"] = device
             (root / "examples" / name / "run.json").write_text(json.dumps(m))
         target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA A100", "device": "cuda"},
-                                 matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                                 launcher=SimpleNamespace(name="exec"), matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
         assert earlier_times(root / "runs", [target])[("cell", "mlp", "infer", "default")] == [30.0]
         target.env["device"] = "xpu"
         assert earlier_times(root / "runs", [target]) == {}
+
+
+def test_a_runs_folder_elsewhere_still_reads_the_checkouts_published_runs(tmp_path, monkeypatch):
+    """RUNS=/tmp/fresh/runs (eta5-h200): no data/examples beside it, so the estimate had no earlier
+    run and guessed the ResNet-18 cells from the MLP's (1.70-2.11x low); the checkout's own published
+    runs stand in there, after the runs folder's own and those beside it."""
+    from types import SimpleNamespace
+
+    import collector.runner
+    from collector.runner import earlier_times
+
+    monkeypatch.setattr(collector.runner, "PUBLISHED", tmp_path / "checkout" / "data" / "examples")
+    _run(tmp_path / "checkout" / "data" / "examples", "h200", "NVIDIA H200", 3, 30.0)
+    runs = tmp_path / "fresh" / "runs"
+    runs.mkdir(parents=True)
+    target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200", "device": "cuda"},
+                             launcher=SimpleNamespace(name="exec"),
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+    assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [30.0]
+    _run(tmp_path / "fresh" / "examples", "beside", "NVIDIA H200", 3, 44.0)  # published beside: they first
+    assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [44.0]
