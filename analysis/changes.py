@@ -189,7 +189,7 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
 
 
 def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
-    """Called compiled changes in cells whose cold compiles autotuned other launch configurations (one
+    """Called compiled or speedup changes in cells whose cold compiles autotuned other launch configurations (one
     torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
     its cold compile's choices through the cache, so the processes' spread cannot hold them; not so
     where both runs compiled every process cold (COLD_REPLICATES=1), whose intervals hold the draw.
@@ -200,8 +200,9 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     for p in pairs:
         if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
             continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
-        e = ests["compiled"].get(p["cell_id"])
-        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None and e.called else None
+        # a called compiled change, or a called speedup change (its compiled step launch-bound, say)
+        e = next((x for x in (ests.get(q, {}).get(p["cell_id"]) for q in ("compiled", "speedup")) if x is not None and x.called), None)
+        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None else None
         if r is None or not r.changed:
             continue
         sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
@@ -220,12 +221,18 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
     which = (f"the one whose time moved most: {k}, {kernels.config_change(ca, cb)}" if carried else
              f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
              "the change is not known")
-    return [f"In {len(hit)} cell(s) with a compiled change Inductor's autotuning chose other launch "
+    # the interval holds the draw only where sibling runs' spread is in it (analysis/history.py)
+    held = [h for h in hit if all("sibling runs" in (x.reason or "") for x in
+                                  (ests.get(q, {}).get(h[0]["cell_id"]) for q in ("compiled", "speedup")) if x is not None and x.called)]
+    holds = ("its interval holds the run-to-run spread of sibling runs, the draw among it" if len(held) == len(hit) else
+             f"the interval of {len(hit) - len(held)} of them holds only its processes' spread, which cannot show "
+             "that draw: repeat the runs (three sibling runs put their spread in the interval), or collect "
+             "both with COLD_REPLICATES=1, whose intervals hold the draw")
+    return [f"In {len(hit)} cell(s) with a called compiled or speedup change Inductor's autotuning chose other launch "
             f"configurations in the two runs' cold compiles (e.g. {cell_label(p)}: {len(r.changed)} of {r.compared} "
             f"kernels; {which}). Every process of a run shares its cold compile's "
-            "choices, so such a change can be the draw of one compile, not a change of the code, and its "
-            "compiled-step and speedup changes are not called: repeat the runs, or collect both with "
-            "COLD_REPLICATES=1, whose intervals hold the draw (docs/diagnostics.md, 'The autotune record')."]
+            f"choices, so such a change can be the draw of one compile, not a change of the code; {holds} "
+            "(docs/diagnostics.md, 'The autotune record')."]
 
 
 def called_rows(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],

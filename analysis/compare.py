@@ -1,13 +1,13 @@
-"""Comparison of two runs (baseline A, candidate B), cell by cell, with bootstrap intervals.
+"""Comparison of two runs (baseline A, candidate B), cell by cell: the report's context.
 
-Per paired cell: the change in speedup (speedup_B / speedup_A), in compiled step time
-(compiled_B / compiled_A) and in eager step time, each a ratio with a 95% interval from the two
-runs' replicates (analysis/stats.py: over processes where a cell has several, over blocks where
-it has one; the runs independent) and a two-sided p-value. A change is called when its
-interval excludes no change and it is at least the minimum effect size (default 2%); cells
-timed in one process in either run are never called. Each cell is judged on its own
-uncertainty: no global noise floor. Benjamini-Hochberg q-values are shown beside the calls.
-Summary ratios are geometric means with intervals.
+Per paired cell: the change in speedup (speedup_B / speedup_A), in compiled and eager step time,
+first calls and peak memory, each a ratio with a 95% interval (analysis/pair_estimates.py: exact t
+over the processes where a cell has several, with sibling runs' spread where there are three;
+never called where a cell was timed in one process) and the one call rule (analysis/estimates.py:
+the interval excludes no change and the change is at least the minimum effect, default 2%).
+Benjamini-Hochberg q-values are shown beside the calls. Groups of cells are summarised by
+analysis/compare_groups.py; the verdict, caveats and called rows by analysis/changes.py. Each
+helper below builds one part of the report; build_compare_report puts them together.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import attribution, changes, kernels, pair_estimates, repeats, tdist, uncertainty
+from analysis import attribution, changes, compare_groups, kernels, pair_estimates, repeats, uncertainty
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -158,6 +158,155 @@ def check_comparable(a: Run, b: Run) -> list[str]:
     return out
 
 
+def _coverage(loaded: Loaded, a: Run, pairs: list[dict], has_compiled: dict, reps: int) -> list[bool]:
+    """A/A calibration: per paired ok cell, whether A's 95% speedup interval holds B's speedup
+    estimate, with A's intervals as A's own report shows them (computed once, by the same function)."""
+    a_intervals = run_intervals(loaded, a.run_id, reps)
+    return [a_intervals[p["cell_id"]][0] <= p["speedup_b"] <= a_intervals[p["cell_id"]][1] for p in pairs
+            if p["cell_id"] in a_intervals and p["status_a"] == "ok" and p["status_b"] == "ok"
+            and has_compiled.get(p["cell_id"]) and p["speedup_b"]]
+
+
+def _confounders(a: Run, b: Run) -> list[str]:
+    """What the headline says first: runs of different machines, builds of different kinds."""
+    out = []
+    boots = [changes.boots(r) for r in (a, b)]
+    if boots[0] and boots[1] and boots[0] != boots[1]:
+        out.append(f"Confounder: {a.run_id} and {b.run_id} were not collected on one machine "
+                   f"({len(boots[0])} and {len(boots[1])} machine boot(s), {len(boots[0] & boots[1])} shared): host-bound "
+                   "step times differ between machines of one kind, speedups much less.")
+    if changes.build_kinds_differ(a, b):
+        builds = changes.versions(a, b)
+        out.append(f"Confounder: the builds differ in kind ({builds[0]} against {builds[1]}): a CPU-only "
+                   "build and a CUDA build of torch ship different kernels and libraries even on the "
+                   "CPU; compare builds of the same kind to see what the version changed.")
+    return out
+
+
+def _pair_rows(pairs: list[dict], calls: dict) -> tuple[list[PairRow], list[tuple]]:
+    """Every paired cell's row of the full table, and the cells whose status changed (newly failing first)."""
+    empty = Change("-", "-", "-", "-")
+    rows, transitions = [], []
+    for p in pairs:
+        cid, label = p["cell_id"], cell_label(p)
+        if p["status_a"] != p["status_b"]:
+            transitions.append((label, p["status_a"], p["status_b"], "slower" if p["status_a"] == "ok" else "faster"))
+        sc = calls["speedup"].get(cid, empty)
+        rows.append(PairRow(
+            label, p["status_a"] if p["status_a"] == p["status_b"] else f"{p['status_a']} -> {p['status_b']}",
+            fmt_x(p["speedup_a"]), fmt_x(p["speedup_b"]), sc, calls["compiled"].get(cid, empty),
+            calls["eager"].get(cid, empty), f"{fmt_bytes(p['mem_a'])} / {fmt_bytes(p['mem_b'])}",
+            f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}",
+            {"improved": "faster", "regressed": "slower"}.get(sc.call, "unclear"),
+            calls["cold"].get(cid, empty), calls["warm"].get(cid, empty), calls["memory"].get(cid, empty)))
+    transitions.sort(key=lambda t: (t[3] != "slower", t[0]))
+    return rows, transitions
+
+
+def _summary(groups: list[compare_groups.GroupChange]) -> list[SummaryRow]:
+    return [SummaryRow(g.phase, g.mode, g.scope, g.dtype, g.cells, fmt_x(g.speedup_a), fmt_x(g.speedup_b),
+                       _pct(g.speedup[0]), f"{_pct(g.speedup[1])} to {_pct(g.speedup[2])}",
+                       _pct(g.compiled[0]), f"{_pct(g.compiled[1])} to {_pct(g.compiled[2])}", g.improved, g.regressed)
+            for g in groups]
+
+
+def _count_line(rows: list[PairRow], paired: int, min_effect: float) -> str:
+    n_reg = sum(r.speedup_change.call == "regressed" for r in rows)
+    n_imp = sum(r.speedup_change.call == "improved" for r in rows)
+    n_bh = sum(r.speedup_change.call in ("regressed", "improved") and float(r.speedup_change.q) < ALPHA for r in rows)
+    return (f"{n_imp} cell(s) improved and {n_reg} regressed in speedup (95% interval excludes no change "
+            f"and the change is at least the {min_effect * 100:g}% minimum effect), of {paired} paired cells; "
+            f"{n_bh} of these calls also survive Benjamini-Hochberg at q below {ALPHA}.")
+
+
+def _environment(a: Run, b: Run) -> list[tuple[str, str, str, bool]]:
+    """The environment table: (field, A, B, differs) for every field either run recorded."""
+    env = []
+    for label, key in ENV_FIELDS + [("TF32", "tf32")]:
+        va = a.manifest.get("protocol", {}).get(key) if key == "tf32" else a.env.get(key)
+        vb = b.manifest.get("protocol", {}).get(key) if key == "tf32" else b.env.get(key)
+        if va not in (None, "") or vb not in (None, ""):
+            env.append((label, _env_value(va), _env_value(vb), va != vb))
+    for label, r in (("host dispatch (us per eager op)", "dispatch_us"),
+                     ("host dispatch + sync (us)", "dispatch_sync_us")):
+        va, vb = ((x.env.get("host_calibration") or {}).get(r) for x in (a, b))
+        if va not in (None, "") or vb not in (None, ""):
+            env.append((label, _env_value(va), _env_value(vb), va != vb))
+    return env
+
+
+def _trend(con, trend_ids: list[str]) -> list[tuple[str, list[str]]]:
+    """Per group, each trend run's geometric-mean speedup and cell count."""
+    by: dict[tuple, dict[str, str]] = {}
+    for run_id, phase, mode, scope, dtype, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
+        by.setdefault((phase, mode, scope, dtype), {})[run_id] = f"{g:.2f}x ({n})"
+    return [(f"{k[0]} {k[1]} {k[3]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
+            for k, v in sorted(by.items())]
+
+
+def _called(pairs: list[dict], ests: dict, labels: dict) -> tuple[list[CalledRow], list[CalledRow]]:
+    """Regressions and Improvements: every called change, a speedup change saying which side moved
+    it (analysis/attribution.py)."""
+    ms = (lambda v: "-" if v is None else f"{v:.3f} ms")
+    fmt = {"compiled": ("compiled_a", "compiled_b", ms), "eager": ("eager_a", "eager_b", ms),
+           "speedup": ("speedup_a", "speedup_b", fmt_x), "cold": ("cold_a", "cold_b", fmt_s),
+           "warm": ("warm_a", "warm_b", fmt_s), "memory": ("mem_a", "mem_b", fmt_bytes)}
+    cid_of = {v: k for k, v in labels.items()}
+
+    def what(label: str, q: str) -> str:
+        if q != "speedup":
+            return est.QUANTITIES[q][0]
+        ea, ca = ests["eager"].get(cid_of[label]), ests["compiled"].get(cid_of[label])
+        moved = attribution.side(ea, ca)
+        return f"speedup: {attribution.words(moved, ea, ca)}" if moved else "speedup"
+
+    reg, imp = changes.called_rows(pairs, ests, labels, fmt)
+    return tuple([CalledRow(label, q, what(label, q), va, vb, Change.of(e), e.reason, CSS[e.call])
+                  for label, q, va, vb, e in rows] for rows in (reg, imp))
+
+
+def _chart_rows(rows: list[PairRow], pairs: list[dict], fam: dict, ests: dict, labels: dict, trend: list) -> dict:
+    """What the charts and estimates.json draw on: the speedup and compiled forests, the trend, every estimate."""
+    forest = sorted(((r.label, float(np.exp(fam["speedup"][p["cell_id"]].centre)),
+                      *np.exp(fam["speedup"][p["cell_id"]].interval()))
+                     for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
+    compiled_forest = sorted(((labels[cid], e.point, e.lo, e.hi) for cid, e in ests["compiled"].items()
+                              if e.point and e.lo), key=lambda t: t[1])
+    estimates = [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point, "lo": e.lo, "hi": e.hi,
+                  "call": e.call, "interval_from": e.reason,
+                  **({"moved": attribution.side(ests["eager"].get(cid), ests["compiled"].get(cid))}
+                     if q == "speedup" else {})}
+                 for q, by in ests.items() for cid, e in sorted(by.items())]
+    return {"forest": forest, "compiled_forest": compiled_forest, "trend": trend, "estimates": estimates}
+
+
+def _repeats(loaded: Loaded, a: Run, b: Run, pe, repeat_runs: list[tuple[Run, Run]], reps: int,
+             min_effect: float, history) -> tuple[list, list, list[str], list[str]]:
+    """With --repeat: the pairs, the fate of every call across them, the verdict's line and a caveat."""
+    if not repeat_runs:
+        return [], [], [], []
+    every = [(a, b)] + list(repeat_runs)
+    rows = repeats.rows([pe] + [pair_estimates.estimate_pair(loaded, x, y, reps, min_effect, history)
+                                for x, y in repeat_runs])
+    pairs = [repeats.RepeatPair(x.run_id, y.run_id, changes.how_measured(x, y)) for x, y in every]
+    shared = repeats.shared_machines(every)
+    caveat = [f"The pair(s) {', '.join(shared)} share a machine with an earlier pair: what repeats there "
+              "repeats on one machine, not across machines of its kind."] if shared else []
+    return pairs, rows, [repeats.verdict_line(rows, len(every))], caveat
+
+
+def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
+    """Per suite (real-model runs): the suite table, cells newly failing and newly passing."""
+    rows_a, rows_b = (con.execute(sql("cells_of_run"), {"run_id": r.run_id}).df().replace({np.nan: None})
+                      .to_dict("records") for r in (a, b))
+    if not (suites.has_suites(rows_a) or suites.has_suites(rows_b)):
+        return [], [], []
+    return (suites.compare_rows(rows_a, rows_b, min_effect), *suites.status_changes(rows_a, rows_b))
+
+
+CSS = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
+
+
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
                          reps: int = stats.DEFAULT_REPS, now: str | None = None,
                          min_effect: float = stats.MIN_EFFECT,
@@ -175,205 +324,40 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
                         "pass --allow-mismatch (make report ... ALLOW_MISMATCH=1) to compare them anyway")
     con = loaded.con
     pe = pair_estimates.estimate_pair(loaded, a, b, reps, min_effect, history)
-    pairs, fam, ests = pe.pairs, pe.fam, pe.ests
-    sa, procs, callable_ids = pe.samples[0], pe.processes, pe.callable_ids
-    # A/A calibration: how often A's 95% speedup interval holds B's speedup estimate, with A's
-    # intervals as A's own report shows them (computed once, by the same function and draws)
-    a_intervals = run_intervals(loaded, a.run_id, reps)
-    covered = []
-    for p in pairs:
-        cid = p["cell_id"]
-        if (cid in a_intervals and p["status_a"] == "ok" and p["status_b"] == "ok"
-                and sa["has_compiled"].get(cid) and p["speedup_b"]):
-            lo, hi = a_intervals[cid]
-            covered.append(lo <= p["speedup_b"] <= hi)
-    small = np.log1p(min_effect)
-
+    pairs, fam, ests, labels = pe.pairs, pe.fam, pe.ests, pe.labels
+    covered = _coverage(loaded, a, pairs, pe.samples[0]["has_compiled"], reps)
     calls = {q: {cid: Change.of(e) for cid, e in by.items()} for q, by in ests.items()}
-
-    boots = [changes.boots(r) for r in (a, b)]
-    if boots[0] and boots[1] and boots[0] != boots[1]:
-        shared = boots[0] & boots[1]
-        headline_notes = [f"Confounder: {a.run_id} and {b.run_id} were not collected on one machine "
-                          f"({len(boots[0])} and {len(boots[1])} machine boot(s), {len(shared)} shared): host-bound "
-                          "step times differ between machines of one kind, speedups much less."]
-    else:
-        headline_notes = []
-    if changes.build_kinds_differ(a, b):
-        builds = changes.versions(a, b)
-        headline_notes.append(f"Confounder: the builds differ in kind ({builds[0]} against {builds[1]}): a CPU-only "
-                              "build and a CUDA build of torch ship different kernels and libraries even on the "
-                              "CPU; compare builds of the same kind to see what the version changed.")
-    empty = Change("-", "-", "-", "-")
-    rows, transitions = [], []
-    for p in pairs:
-        cid, label = p["cell_id"], cell_label(p)
-        if p["status_a"] != p["status_b"]:
-            newly_failing = p["status_a"] == "ok"
-            transitions.append((label, p["status_a"], p["status_b"], "slower" if newly_failing else "faster"))
-        sc = calls["speedup"].get(cid, empty)
-        css = {"improved": "faster", "regressed": "slower"}.get(sc.call, "unclear")
-        rows.append(PairRow(
-            label, p["status_a"] if p["status_a"] == p["status_b"] else f"{p['status_a']} -> {p['status_b']}",
-            fmt_x(p["speedup_a"]), fmt_x(p["speedup_b"]), sc, calls["compiled"].get(cid, empty),
-            calls["eager"].get(cid, empty), f"{fmt_bytes(p['mem_a'])} / {fmt_bytes(p['mem_b'])}",
-            f"{fmt_s(p['cold_a'])} / {fmt_s(p['cold_b'])}", f"{fmt_s(p['warm_a'])} / {fmt_s(p['warm_b'])}", css,
-            calls["cold"].get(cid, empty), calls["warm"].get(cid, empty), calls["memory"].get(cid, empty)))
-    transitions.sort(key=lambda t: (t[3] != "slower", t[0]))  # newly failing first
-
-    # summary per phase, mode, scope and dtype (bf16 and float32 never averaged together); headline sentences
-    summary, headline = [], []
-    groups: dict[tuple, list[dict]] = {}
-    for p in pairs:
-        if p["cell_id"] in fam["speedup"]:
-            groups.setdefault((p["phase"], p["mode"], p["compile_scope"], p["dtype"]), []).append(p)
-    dtypes = {k[3] for k in groups}
-    for (phase, mode, scope, dtype), members in sorted(groups.items()):
-        ids = [m["cell_id"] for m in members]
-        s_lo, s_hi = (float(np.exp(v)) for v in tdist.mean([fam["speedup"][i] for i in ids]).interval())
-        c_lo, c_hi = (float(np.exp(v)) for v in tdist.mean([fam["compiled"][i] for i in ids]).interval())
-        s_point = float(np.exp(np.mean([np.log(m["speedup_b"] / m["speedup_a"]) for m in members])))
-        c_point = float(np.exp(np.mean([np.log(m["compiled_b"] / m["compiled_a"]) for m in members])))
-        ga = float(np.exp(np.mean([np.log(m["speedup_a"]) for m in members])))
-        gb = float(np.exp(np.mean([np.log(m["speedup_b"]) for m in members])))
-        summary.append(SummaryRow(phase, mode, scope, dtype, len(members), fmt_x(ga), fmt_x(gb), _pct(s_point),
-                                  f"{_pct(s_lo)} to {_pct(s_hi)}", _pct(c_point), f"{_pct(c_lo)} to {_pct(c_hi)}",
-                                  sum(calls["speedup"][i].call == "improved" for i in ids),
-                                  sum(calls["speedup"][i].call == "regressed" for i in ids)))
-        what = "inference" if phase == "infer" else "training"
-        scope_txt = ("" if scope == "model" else ", whole-step compile") + (f", {dtype}" if len(dtypes) > 1 else "")
-        e_point = float(np.exp(np.mean([np.log(m["eager_b"] / m["eager_a"]) for m in members])))
-        e_lo, e_hi = (float(np.exp(v)) for v in tdist.mean([fam["eager"][i] for i in ids]).interval())
-        # eager "moved with it" only when it moved the same way, by at least the minimum effect and by
-        # at least half as much as compiled: a tight +0.2% eager shift beside a +10% compiled one is
-        # the compile's change (seen on a planted +10% on the H200), not a shared cause
-        eager_with = (((e_hi < 1 and c_point < 1) or (e_lo > 1 and c_point > 1))
-                      and abs(np.log(e_point)) >= max(small, 0.5 * abs(np.log(c_point))))
-        single = sum(i not in callable_ids for i in ids)
-        # the group's compiled change is called by the one rule (estimates.call_rule), on its interval
-        group = est.call_rule(c_point, c_lo, c_hi, min_effect, est.QUANTITIES["compiled"][1],
-                              "timed in one process" if single else None)
-        if single:
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
-                            f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
-                            f"but {single} of these cells were timed in one process in a run: the interval "
-                            "holds within-process noise only, so no change is called.")
-        elif group == est.BELOW_MIN:
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
-                            f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
-                            f"less than the {min_effect * 100:g}% minimum effect: not a meaningful change.")
-        elif group in (est.IMPROVED, est.REGRESSED) and eager_with:
-            # eager moved the same way, significantly: the host (or a shared library) changed,
-            # not what compiling buys; say so instead of "compiled is x% faster"
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time moved {_pct(c_point)} between "
-                            f"{a.run_id} and {b.run_id} (95% CI {_pct(c_lo)} to {_pct(c_hi)}, {len(members)} cells), "
-                            f"but eager moved with it: what changed is common to both sides (the machine, its "
-                            f"load, or a library both use), not the compile; read the speedup change.")
-        elif group in (est.IMPROVED, est.REGRESSED):
-            # one sign convention everywhere: the change in step time, B against A, as in the tables
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) got {'faster' if c_point < 1 else 'slower'} in "
-                            f"{b.run_id}: step time {_pct(c_point)} against {a.run_id} (95% CI {_pct(c_lo)} to "
-                            f"{_pct(c_hi)}, geometric mean over {len(members)} cells).")
-        else:
-            headline.append(f"Compiled {what} ({mode}{scope_txt}) step time did not change measurably between "
-                            f"{a.run_id} and {b.run_id} ({_pct(c_point)}, 95% CI {_pct(c_lo)} to {_pct(c_hi)}, "
-                            f"{len(members)} cells).")
-        headline[-1] += (f" Eager step time in the same cells: {_pct(e_point)} (95% CI {_pct(e_lo)} to {_pct(e_hi)});"
-                         f" speedup {_pct(s_point)} (95% CI {_pct(s_lo)} to {_pct(s_hi)}).")
-    n_reg = sum(r.speedup_change.call == "regressed" for r in rows)
-    n_imp = sum(r.speedup_change.call == "improved" for r in rows)
-    n_bh = sum(r.speedup_change.call in ("regressed", "improved") and float(r.speedup_change.q) < ALPHA for r in rows)
-    headline.append(f"{n_imp} cell(s) improved and {n_reg} regressed in speedup (95% interval excludes no change "
-                    f"and the change is at least the {min_effect * 100:g}% minimum effect), of "
-                    f"{len(fam['speedup'])} paired cells; {n_bh} of these calls also survive Benjamini-Hochberg "
-                    f"at q below {ALPHA}.")
-
-    unpaired = [(r, c, s) for r, c, s in con.execute(sql("compare_unpaired"),
-                                                     {"baseline": a.run_id, "candidate": b.run_id}).fetchall()]
-    env = []
-    for label, key in ENV_FIELDS + [("TF32", "tf32")]:
-        va = a.manifest.get("protocol", {}).get(key) if key == "tf32" else a.env.get(key)
-        vb = b.manifest.get("protocol", {}).get(key) if key == "tf32" else b.env.get(key)
-        if va not in (None, "") or vb not in (None, ""):
-            env.append((label, _env_value(va), _env_value(vb), va != vb))
+    rows, transitions = _pair_rows(pairs, calls)
+    groups = compare_groups.group_changes(pairs, fam, {cid: c.call for cid, c in calls["speedup"].items()},
+                                          pe.callable_ids)
+    headline = compare_groups.headline(groups, a.run_id, b.run_id, min_effect)
+    headline.append(_count_line(rows, len(fam["speedup"]), min_effect))
     trend_ids = [r.run_id for r in trend_runs]
-    trend_rows: dict[tuple, dict[str, str]] = {}
-    for run_id, phase, mode, scope, dtype, n, g in con.execute(sql("trend"), {"runs": trend_ids}).fetchall():
-        trend_rows.setdefault((phase, mode, scope, dtype), {})[run_id] = f"{g:.2f}x ({n})"
-    trend = [(f"{k[0]} {k[1]} {k[3]}" + ("" if k[2] == "model" else f" [{k[2]}]"), [v.get(r, "-") for r in trend_ids])
-             for k, v in sorted(trend_rows.items())]
-    forest = sorted(((r.label, float(np.exp(fam["speedup"][p["cell_id"]].centre)),
-                      *np.exp(fam["speedup"][p["cell_id"]].interval()))
-                     for r, p in zip(rows, pairs) if p["cell_id"] in fam["speedup"]), key=lambda t: t[1])
-    diag_rows, diag_known = changes.diagnostic_changes(pairs)
-    labels = pe.labels
-    ms = (lambda v: "-" if v is None else f"{v:.3f} ms")
-    fmt = {"compiled": ("compiled_a", "compiled_b", ms), "eager": ("eager_a", "eager_b", ms),
-           "speedup": ("speedup_a", "speedup_b", fmt_x), "cold": ("cold_a", "cold_b", fmt_s),
-           "warm": ("warm_a", "warm_b", fmt_s), "memory": ("mem_a", "mem_b", fmt_bytes)}
-    css = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
-    reg, imp = changes.called_rows(pairs, ests, labels, fmt)
-    cid_of = {v: k for k, v in labels.items()}
-
-    def what(label: str, q: str) -> str:  # a speedup change says which side moved it (analysis/attribution.py)
-        if q != "speedup":
-            return est.QUANTITIES[q][0]
-        cid = cid_of[label]
-        ea, ca = ests["eager"].get(cid), ests["compiled"].get(cid)
-        moved = attribution.side(ea, ca)
-        return f"speedup: {attribution.words(moved, ea, ca)}" if moved else "speedup"
-
-    as_rows = (lambda rows: [CalledRow(label, q, what(label, q), va, vb, Change.of(e), e.reason, css[e.call])
-                             for label, q, va, vb, e in rows])
-    compiled_forest = sorted(((labels[cid], e.point, e.lo, e.hi) for cid, e in ests["compiled"].items()
-                              if e.point and e.lo), key=lambda t: t[1])
-    for label, r in (("host dispatch (us per eager op)", "dispatch_us"),
-                     ("host dispatch + sync (us)", "dispatch_sync_us")):
-        va, vb = ((x.env.get("host_calibration") or {}).get(r) for x in (a, b))
-        if va not in (None, "") or vb not in (None, ""):
-            env.append((label, _env_value(va), _env_value(vb), va != vb))
     trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
     verdict = changes.verdict(a, b, ests, labels, transitions, min_effect)
     caveats = changes.caveats(a, b, pairs, ests)
     if pe.shift is not None:  # named once, at the top of what limits the verdict
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
-    rep_pairs, rep_rows = [], []
-    if repeat_runs:
-        every = [(a, b)] + list(repeat_runs)
-        rep_rows = repeats.rows([pe] + [pair_estimates.estimate_pair(loaded, x, y, reps, min_effect, history)
-                                        for x, y in repeat_runs])
-        rep_pairs = [repeats.RepeatPair(x.run_id, y.run_id, changes.how_measured(x, y)) for x, y in every]
-        verdict.append(repeats.verdict_line(rep_rows, len(every)))
-        shared = repeats.shared_machines(every)
-        if shared:
-            caveats.append(f"The pair(s) {', '.join(shared)} share a machine with an earlier pair: what repeats there "
-                           "repeats on one machine, not across machines of its kind.")
-    rows_a, rows_b = (con.execute(sql("cells_of_run"), {"run_id": r.run_id}).df().replace({np.nan: None})
-                      .to_dict("records") for r in (a, b))
-    shown = suites.has_suites(rows_a) or suites.has_suites(rows_b)
-    newly_failing, newly_passing = suites.status_changes(rows_a, rows_b) if shown else ([], [])
+    rep_pairs, rep_rows, rep_verdict, rep_caveat = _repeats(loaded, a, b, pe, repeat_runs, reps, min_effect, history)
+    suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect)
+    diag_rows, diag_known = changes.diagnostic_changes(pairs)
+    regressions, improvements = _called(pairs, ests, labels)
     return CompareReport(
-        suites=suites.compare_rows(rows_a, rows_b, min_effect) if shown else [],
-        newly_failing=newly_failing, newly_passing=newly_passing,
+        suites=suite_rows, newly_failing=newly_failing, newly_passing=newly_passing,
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        mismatch=mismatch, headline=headline_notes + headline, summary=summary, transitions=transitions,
-        regressions=as_rows(reg), improvements=as_rows(imp), pairs=rows,
-        unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
-        uncertainty_lines=uncertainty.lines(pairs, procs, callable_ids, a.run_id, b.run_id, min_effect, ests) + ([
+        mismatch=mismatch, headline=_confounders(a, b) + headline, summary=_summary(groups), transitions=transitions,
+        regressions=regressions, improvements=improvements, pairs=rows,
+        unpaired=[tuple(r) for r in con.execute(sql("compare_unpaired"), {"baseline": a.run_id, "candidate": b.run_id}).fetchall()],
+        min_effect=f"{min_effect * 100:g}%",
+        uncertainty_lines=uncertainty.lines(pairs, pe.processes, pe.callable_ids, a.run_id, b.run_id, min_effect, ests) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
             "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "
             "of cells with 3 processes a run (both estimates are noisy; 83% with many processes), not 95%."]
-            if covered else []), environment=env,
-        trend_runs=trend_ids, trend=trend, skipped_files=loaded.skipped_in(a, b),
-        flagged_cells=loaded.flagged_in(a, b),
-        diag_changes=diag_rows, diag_known=diag_known,
-        chart_rows={"forest": forest, "compiled_forest": compiled_forest, "trend": trend_chart,
-                    "estimates": [{"cell_id": cid, "cell": labels[cid], "quantity": q, "ratio": e.point,
-                                   "lo": e.lo, "hi": e.hi, "call": e.call, "interval_from": e.reason,
-                                   **({"moved": attribution.side(ests["eager"].get(cid), ests["compiled"].get(cid))}
-                                      if q == "speedup" else {})}
-                                  for q, by in ests.items() for cid, e in sorted(by.items())]},
-        verdict=verdict, caveats=caveats, subtitle=changes.subtitle(a, b), trend_cells=trend_table,
-        repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
-            pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in css for q in (side, "speedup"))))
+            if covered else []), environment=_environment(a, b),
+        trend_runs=trend_ids, trend=_trend(con, trend_ids), skipped_files=loaded.skipped_in(a, b),
+        flagged_cells=loaded.flagged_in(a, b), diag_changes=diag_rows, diag_known=diag_known,
+        chart_rows=_chart_rows(rows, pairs, fam, ests, labels, trend_chart),
+        verdict=verdict + rep_verdict, caveats=caveats + rep_caveat, subtitle=changes.subtitle(a, b),
+        trend_cells=trend_table, repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
+            pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in CSS for q in (side, "speedup"))))

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from collector.progress import Progress, prior_times  # noqa: E402
+from collector.progress import Progress, as_cold, prior_times  # noqa: E402
 
 GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters interleaved in one queue
     "t3-h200 (3 interpreters, interleaved)": ("t3-h200-torch2.11.0-cu130", "t3-h200-torch2.12.1-cu130",
@@ -34,6 +34,11 @@ GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters
     "eta3-h200 (quick)": ("eta3-h200",),
     "eta4-h200 (quick)": ("eta4-h200",),
     "eta5-h200 (quick)": ("eta5-h200",),
+    "eta6-h200 (quick)": ("eta6-h200",),
+    "eta7-h200 (quick)": ("eta7-h200",),
+    "eta8-h200 (quick)": ("eta8-h200",),
+    "eta-p5-h200 (quick, PLANT_SLOWDOWN=5)": ("eta-p5-h200",),
+    "eta-cold-h200 (quick, COLD_REPLICATES=1)": ("eta-cold-h200",),
 }
 
 
@@ -129,13 +134,37 @@ def launcher_of(run: str) -> str:
     return next((x["launcher"] for x in sessions[-1].get("launchers") or [] if x.get("launcher")), "exec")
 
 
+def cold(run: str) -> bool:
+    import json
+
+    return bool(json.loads((ROOT / "data" / "examples" / run / "run.json").read_text())["protocol"].get("cold_replicates"))
+
+
+def first_calls(runs: tuple[str, ...]) -> dict:
+    """(interpreter, model, phase, mode) -> the cell's cold and warm first compiled call, seconds."""
+    out = {}
+    for ti, run in enumerate(runs):
+        for f in (ROOT / "data" / "examples" / run / "cells").glob("*.parquet"):
+            r = pq.read_table(f).to_pylist()[0]
+            out[(ti, r["model"], r["phase"], r["mode"])] = (r.get("first_call_compiled_s"), r.get("warm_first_call_compiled_s"))
+    return out
+
+
 def earlier(name: str) -> dict:
     """The other groups' cells (the same H200 kind of machine, 3 processes a cell, the same launcher:
-    the collector's earlier_times rule) as earlier runs,
-    each command's first cell with its parent's start set apart as the collector's earlier_times does."""
-    rows = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s, "startup_s": x}
-            for other, runs in GROUPS.items() if other != name and launcher_of(runs[0]) == launcher_of(GROUPS[name][0])
-            for k, s, x in queue_with_starts(runs)]
+    the collector's earlier_times rule) as earlier runs, each command's first cell with its parent's
+    start set apart, and for a COLD_REPLICATES run the warm runs' cells with 2 more cold compiles
+    each (progress.as_cold); a warm run leaves the cold runs out, as the collector's earlier_times does."""
+    cold_now = cold(GROUPS[name][0])
+    rows = []
+    for other, runs in GROUPS.items():
+        if other == name or launcher_of(runs[0]) != launcher_of(GROUPS[name][0]) or (cold(runs[0]) and not cold_now):
+            continue
+        firsts = first_calls(runs)
+        got = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s, "startup_s": x,
+                "first_call_compiled_s": firsts.get(k, (None, None))[0],
+                "warm_first_call_compiled_s": firsts.get(k, (None, None))[1]} for k, s, x in queue_with_starts(runs)]
+        rows += as_cold(got, 3) if cold_now and not cold(runs[0]) else got
     return prior_times(rows)
 
 

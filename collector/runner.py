@@ -20,7 +20,8 @@ from collector.cell_measure import measure_cell
 from collector.compact import compact_run
 from collector.launch import Launcher
 from collector.matrix import Matrix
-from collector.progress import Progress, mark_startups, prior_times
+from collector.earlier import earlier_times
+from collector.progress import Progress
 from collector.stop import INTERRUPTED, REPORTED, check_interrupted
 from collector.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
 from collector.workers import Worker
@@ -91,67 +92,6 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
                        "in this session, and the run's saved cells are untouched") from None
     todo = left_to_measure(t.matrix.cells, saved, retry_failed)
     return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
-
-
-EARLIER_RUNS = 20  # the most recent runs an estimate reads
-MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
-PUBLISHED = PROJECT_ROOT / "data" / "examples"  # this checkout's published runs
-
-
-def earlier_times(out_dir: Path, targets: list) -> dict:
-    """Cell wall times of earlier runs in `out_dir` collected on this kind of device with as many
-    processes a cell and the same launcher (progress.prior_times): the estimate of time left from the
-    first cell on. Where `out_dir` holds none, the published runs beside it (data/examples beside
-    data/runs) of this kind of device, else of another of its type (cuda, cpu); the estimate scales
-    them by this run's own cells. Anything unreadable is skipped (an estimate, never a failure)."""
-    import json
-
-    import pyarrow.parquet as pq
-
-    env, procs = targets[0].env, targets[0].matrix.protocol.processes
-    launcher = targets[0].launcher.name  # a cell's time holds the launcher's start or not
-    own = {t.run_id for t in targets}
-    runs = []
-    # the published runs: beside the runs folder (data/examples beside data/runs), else this
-    # checkout's own (a runs folder elsewhere, RUNS=/scratch/runs, still has them)
-    published = [p for p in dict.fromkeys((Path(out_dir).resolve().parent / "examples", PUBLISHED)) if p.is_dir()]
-    # this kind of device in the runs folder, else in the published runs, else another model of this
-    # device type there (a GPU's relative cell costs stand for another GPU's, scaled by this run)
-    for folder, key in [(Path(out_dir), "device_name")] + [(p, k) for k in ("device_name", "device") for p in published]:
-        for manifest in folder.glob("*/run.json") if not runs else ():
-            try:
-                m = json.loads(manifest.read_text())
-                sessions = m.get("sessions") or []
-                # a run without launchers recorded predates the fork launcher: its processes each started torch
-                how = {x.get("launcher") for x in (sessions[-1].get("launchers") if sessions else None) or []
-                       if x.get("launcher")} or {"exec"}
-                same = (env.get(key) is not None and m.get("environment", {}).get(key) == env.get(key)
-                        and (m.get("protocol") or {}).get("processes") == procs and launcher in how)
-                if manifest.parent.name not in own and same:  # the newest first: by when its last command began
-                    when = max([str(x.get("started_at") or "") for x in sessions] or [""])
-                    runs.append(((when, manifest.stat().st_mtime), manifest.parent, sessions))
-            except (OSError, ValueError, AttributeError):
-                continue
-    # the newest EARLIER_RUNS runs; older ones too (up to MOST_EARLIER_RUNS) while a model and phase
-    # of this run is in none read yet: an unseen model is the estimate's worst guess
-    wanted = {(c.model, c.phase) for t in targets for c in t.matrix.cells}
-    rows: list[dict] = []
-    for n, (_, run, sessions) in enumerate(sorted(runs, key=lambda r: r[0], reverse=True)[:MOST_EARLIER_RUNS]):
-        if n >= EARLIER_RUNS and not wanted - {(r.get("model"), r.get("phase")) for r in rows}:
-            break
-        got = []
-        for f in (run / "cells").glob("*.parquet"):
-            try:
-                t = pq.read_table(f)
-                got += t.select([c for c in ("model", "phase", "mode", "cell_wall_s", "started_at")
-                                 if c in t.column_names]).to_pylist()
-            except Exception:  # noqa: BLE001 - an older or damaged file: no prior from it
-                continue
-        try:  # each command's first cell paid its fork parent's start: set apart, as live
-            rows += mark_startups(got, sessions)
-        except (AttributeError, TypeError):
-            rows += got
-    return prior_times(rows)
 
 
 def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:

@@ -228,7 +228,7 @@ def test_a_planted_host_change_beside_re_tuned_kernels_is_not_called_the_draw():
     assert not [c for c in rep.caveats if "autotuning" in c]
 
 
-def test_no_autotune_caveat_where_every_process_drew_its_own():
+def test_the_autotune_caveat_says_whether_the_interval_holds_the_draw():
     """With COLD_REPLICATES=1 in both runs each process compiled cold, so the intervals already hold the
     autotuning draw: the caveat about a shared draw would be wrong there."""
     from analysis import changes, estimates as est
@@ -249,6 +249,15 @@ def test_no_autotune_caveat_where_every_process_drew_its_own():
     cold = {**pair, "rep_cache_a": "cold", "rep_cache_b": "cold"}
     assert changes._retuned_caveat(R("2.11"), R("2.11"), [cold], called) == []
     assert "a hint, not a finding" in changes._retuned_caveat(R("2.11"), R("2.14.1"), [pair], called)[0]
+    # the interval rests on the processes alone: the line says it cannot show the draw
+    assert "1 of them holds only its processes' spread, which cannot show that draw" in shared[0]
+    # eta4-h200 / eta5-h200: a speedup change called while the compiled step is not: the same caveat
+    only_speedup = {"compiled": {}, "speedup": {pair["cell_id"]: est.Estimate("speedup", 0.8, 0.74, 0.86, est.REGRESSED, "t")}}
+    assert "holds only its processes' spread" in changes._retuned_caveat(R("2.11"), R("2.11"), [pair], only_speedup)[0]
+    # three sibling runs' spread in the interval: it holds the draw, and the line says so
+    sib = {"compiled": {pair["cell_id"]: est.Estimate("compiled", 1.044, 1.02, 1.07, est.REGRESSED,
+                                                      "t; run-to-run spread of x's 3 sibling runs")}}
+    assert "its interval holds the run-to-run spread of sibling runs" in changes._retuned_caveat(R("2.11"), R("2.11"), [pair], sib)[0]
 
 
 def test_processes_that_compiled_cold_are_told_apart_by_their_draws():

@@ -1,10 +1,11 @@
 """The collector's "about N left" from earlier runs on the machine (collector.progress prior_times,
-collector.runner.earlier_times): an estimate before the first cell ends, scaled by how this run's
+collector.earlier.earlier_times): an estimate before the first cell ends, scaled by how this run's
 finished cells compare with the same cells in the earlier runs."""
 import io
 import json
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 
 from collector.progress import Progress, prior_times
@@ -33,7 +34,7 @@ def _run(root, run_id, device, processes, secs):
 def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(tmp_path):
     from types import SimpleNamespace
 
-    from collector.runner import earlier_times
+    from collector.earlier import earlier_times
 
     _run(tmp_path, "old", "NVIDIA H200", 3, 30.0)
     _run(tmp_path, "other-gpu", "NVIDIA A100", 3, 99.0)
@@ -42,7 +43,7 @@ def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
     target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name="exec"),
-                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False), cells=[]))
     got = earlier_times(tmp_path, [target])
     assert got[("cell", "mlp", "infer", "default")] == [30.0]
 
@@ -71,7 +72,7 @@ def test_earlier_runs_first_cells_set_their_parents_start_apart_and_published_ru
     kind, the published runs beside it (data/examples beside data/runs) stand in."""
     from types import SimpleNamespace
 
-    from collector.runner import earlier_times
+    from collector.earlier import earlier_times
 
     runs, examples = tmp_path / "runs", tmp_path / "examples"
     runs.mkdir()
@@ -85,7 +86,7 @@ def test_earlier_runs_first_cells_set_their_parents_start_apart_and_published_ru
         pq.write_table(pa.table({"model": ["mlp"], "phase": ["infer"], "mode": ["default"], "cell_wall_s": [secs],
                                  "started_at": [at]}), d / f"c{i}.parquet")
     target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name="exec"),
-                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False), cells=[]))
     assert sorted(earlier_times(runs, [target])[("cell", "mlp", "infer", "default")]) == [26.0, 26.0]
     _run(runs, "mine", "NVIDIA H200", 3, 30.0)  # a run of this kind in the runs folder: it alone counts
     assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [30.0]
@@ -107,7 +108,7 @@ def test_earlier_runs_of_another_launcher_are_not_a_prior(tmp_path):
     quick collect (13-42 s) put the estimate 1.9x high: a run counts only with this run's launcher."""
     from types import SimpleNamespace
 
-    from collector.runner import earlier_times
+    from collector.earlier import earlier_times
 
     _run(tmp_path, "old-exec", "NVIDIA H200", 3, 70.0)  # no launcher recorded: before the fork launcher
     _run(tmp_path, "fork", "NVIDIA H200", 3, 30.0)
@@ -116,7 +117,7 @@ def test_earlier_runs_of_another_launcher_are_not_a_prior(tmp_path):
     (tmp_path / "fork" / "run.json").write_text(json.dumps(manifest))
     for name, want in (("fork", [30.0]), ("exec", [70.0])):
         target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name=name),
-                                 matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                                 matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False), cells=[]))
         assert earlier_times(tmp_path, [target])[("cell", "mlp", "infer", "default")] == want
 
 
@@ -145,7 +146,7 @@ def test_with_no_run_of_this_gpu_the_published_runs_of_another_gpu_stand_in():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from collector.runner import earlier_times
+    from collector.earlier import earlier_times
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -157,7 +158,7 @@ def test_with_no_run_of_this_gpu_the_published_runs_of_another_gpu_stand_in():
             m["environment"]["device"] = device
             (root / "examples" / name / "run.json").write_text(json.dumps(m))
         target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA A100", "device": "cuda"},
-                                 launcher=SimpleNamespace(name="exec"), matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                                 launcher=SimpleNamespace(name="exec"), matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False), cells=[]))
         assert earlier_times(root / "runs", [target])[("cell", "mlp", "infer", "default")] == [30.0]
         target.env["device"] = "xpu"
         assert earlier_times(root / "runs", [target]) == {}
@@ -169,16 +170,45 @@ def test_a_runs_folder_elsewhere_still_reads_the_checkouts_published_runs(tmp_pa
     runs stand in there, after the runs folder's own and those beside it."""
     from types import SimpleNamespace
 
-    import collector.runner
-    from collector.runner import earlier_times
+    import collector.earlier
+    from collector.earlier import earlier_times
 
-    monkeypatch.setattr(collector.runner, "PUBLISHED", tmp_path / "checkout" / "data" / "examples")
+    monkeypatch.setattr(collector.earlier, "PUBLISHED", tmp_path / "checkout" / "data" / "examples")
     _run(tmp_path / "checkout" / "data" / "examples", "h200", "NVIDIA H200", 3, 30.0)
     runs = tmp_path / "fresh" / "runs"
     runs.mkdir(parents=True)
     target = SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200", "device": "cuda"},
                              launcher=SimpleNamespace(name="exec"),
-                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3), cells=[]))
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False), cells=[]))
     assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [30.0]
     _run(tmp_path / "fresh" / "examples", "beside", "NVIDIA H200", 3, 44.0)  # published beside: they first
     assert earlier_times(runs, [target])[("cell", "mlp", "infer", "default")] == [44.0]
+
+
+def test_a_cold_replicates_run_reads_warm_runs_with_a_cold_compile_in_every_process(tmp_path):
+    """eta-cold-h200 (COLD_REPLICATES=1, each of 3 processes compiles cold) read eta6-h200's warm
+    cells as they were: 1.5x low at its second cell (ResNet-18 training: 38 s warm, 90 s cold). The
+    warm cells now count 2 more cold compiles less warm ones; a warm run leaves cold runs out."""
+    from types import SimpleNamespace
+
+    from collector.earlier import earlier_times
+
+    for run_id, cold, secs in (("warm", False, 38.0), ("cold", True, 90.0)):
+        d = tmp_path / run_id / "cells"
+        d.mkdir(parents=True)
+        (tmp_path / run_id / "run.json").write_text(json.dumps({
+            "environment": {"device_name": "NVIDIA H200"},
+            "protocol": {"processes": 3, "cold_replicates": cold},
+            "sessions": [{"started_at": f"2026-12-04T0{int(cold)}:00:00+00:00"}]}))
+        pq.write_table(pa.table({"model": ["resnet18"], "phase": ["train"], "mode": ["default"],
+                                 "cell_wall_s": [secs], "first_call_compiled_s": [22.0],
+                                 "warm_first_call_compiled_s": [2.2 if not cold else None]}), d / "c.parquet")
+
+    def target(cold):
+        return SimpleNamespace(run_id="now", env={"device_name": "NVIDIA H200"}, launcher=SimpleNamespace(name="exec"),
+                               matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=cold), cells=[]))
+    key = ("cell", "resnet18", "train", "default")
+    assert earlier_times(tmp_path, [target(False)])[key] == [38.0]  # the cold run left out
+    assert sorted(earlier_times(tmp_path, [target(True)])[key]) == pytest.approx([38.0 + 2 * (22.0 - 2.2), 90.0])
+    (tmp_path / "warm" / "run.json").unlink()  # only a cold run there: a warm run still reads it
+    assert earlier_times(tmp_path, [target(False)])[key] == [90.0]
