@@ -16,6 +16,9 @@ from analysis import verdict as verdict_mod
 from analysis.fmt import (byte_unit, cell_label, failure_summary, fmt_bytes, fmt_ms, fmt_pct, fmt_s,  # noqa: F401
                            fmt_steps, fmt_x)
 from analysis.load import Loaded, Run, sql
+from analysis import run_tables as tables
+from analysis.run_tables import (CompileRow, EagerSpreadRow, FailureRow, HeadlineRow, MemoryRow,  # noqa: F401
+                                 SpeedupRow, process_text, records as _records)
 
 ENV_FIELDS = [("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
               ("Triton", "triton"), ("torchvision", "torchvision"), ("Python", "python"),
@@ -33,87 +36,6 @@ class Chart:
     title: str
     filename: str  # relative to the report folder
     alt: str
-
-
-@dataclass(frozen=True)
-class HeadlineRow:
-    phase: str
-    mode: str
-    scope: str
-    dtype: str
-    cells: int
-    ok_cells: int
-    pass_rate: str
-    geomean: str
-    ci: str
-    pooled: str  # geomean against each eager model's median over all its cells (robustness check)
-    faster: int
-    slower: int
-    unclear: int
-
-
-@dataclass(frozen=True)
-class SpeedupRow:
-    model: str
-    phase: str
-    dtype: str
-    batch_size: int
-    mode: str
-    scope: str
-    eager: str
-    compiled: str
-    speedup: str
-    ci: str
-    verdict: str
-    flags: str
-    css: str
-    gpu: str = ""
-    processes: str = ""  # processes that timed it, and the spread of their speedups
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    label: str
-    eager_alloc: str
-    compiled_alloc: str
-    alloc_ratio: str
-    cold_alloc_ratio: str
-    reserved_before: str
-    reserved_after: str
-    reserved_end: str
-    reserved_growth: str
-
-
-@dataclass(frozen=True)
-class CompileRow:
-    label: str
-    first_eager: str
-    cold: str
-    warm: str
-    dynamo: str
-    inductor: str
-    backward: str
-    graphs: str
-    portable: str
-    breakeven_cold: str
-    breakeven_warm: str
-
-
-@dataclass(frozen=True)
-class EagerSpreadRow:
-    label: str
-    cells: int
-    range_ms: str
-    spread: str
-    flag: str
-
-
-@dataclass(frozen=True)
-class FailureRow:
-    label: str
-    status: str
-    error: str
-    summary: str  # one line: what failed and, for a process that died, the last step it logged
 
 
 @dataclass
@@ -202,10 +124,6 @@ def _estimate_cells(all_rows: list[dict], speed: list[dict]) -> list[dict]:
     return out
 
 
-def _records(con, name: str, run_id: str) -> list[dict]:
-    return con.execute(sql(name), {"run_id": run_id}).df().replace({np.nan: None}).to_dict("records")
-
-
 def mark_eager_outliers(rows: list[dict], noise: float, min_cells: int = 3) -> None:
     """Set `pooled_eager_ms` on every ok row: the median eager step over every cell of the same
     eager model (model, phase, dtype, batch); and `eager_offset` = (eager median / that - 1,
@@ -228,115 +146,8 @@ def mark_eager_outliers(rows: list[dict], noise: float, min_cells: int = 3) -> N
                 m["eager_offset"] = (offset, len(members))
 
 
-def process_text(r: dict) -> str:
-    """'3 (spread 1.2%)': processes that timed the cell and how far their speedups spread."""
-    n = r.get("processes")
-    if stats.missing(n):
-        return "-"
-    n = int(n)
-    if n < 2 or stats.missing(r.get("process_spread")):
-        return f"{n}"
-    return f"{n} (spread {100 * r['process_spread']:.1f}%)"
-
-
-def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
-                     noise: float = stats.NOISE_THRESHOLD, now: str | None = None,
-                     min_effect: float = stats.MIN_EFFECT) -> RunReport:
-    """The full context for one run's report."""
-    con, run_id = loaded.con, run.run_id
-    reps_by_cell = compute_verdicts(loaded, run_id, reps, min_effect)
-    env = run.env
-
-    speed = _records(con, "speedup_table", run_id)
-    mark_eager_outliers(speed, noise)
-    by_id = {r["cell_id"]: r for r in speed}
-    peaks = env.get("peak_tflops") or {}
-    speed_rows = []
-    for r in speed:
-        verdict = r["verdict"] or "-"
-        css = {"faster": "faster", "slower": "slower"}.get(verdict, "unclear")
-        speed_rows.append(SpeedupRow(
-            r["model"], r["phase"], r["dtype"], int(r["batch_size"]), r["mode"], r["compile_scope"],
-            f"{fmt_ms(r['eager_median_ms'])} (IQR {fmt_pct(r['eager_iqr_rel'])})",
-            f"{fmt_ms(r['compiled_median_ms'])} (IQR {fmt_pct(r['compiled_iqr_rel'])})",
-            fmt_x(r["speedup"]),
-            "-" if r["speedup_lo"] is None else f"{r['speedup_lo']:.2f}-{r['speedup_hi']:.2f}",
-            verdict, why.why_text(r, peaks, noise), css,
-            "" if r["gpu_index"] is None else str(int(r["gpu_index"])), process_text(r)))
-
-    headline = []
-    for h in _records(con, "headline", run_id):
-        ids = con.execute("SELECT cell_id FROM stats WHERE run_id=$run_id AND phase=$phase AND mode=$mode "
-                          "AND compile_scope=$scope AND dtype=$dtype AND status='ok'",
-                          {"run_id": run_id, "phase": h["phase"], "mode": h["mode"],
-                           "scope": h["compile_scope"], "dtype": h["dtype"]}).fetchall()
-        reps_list = [reps_by_cell[i] for (i,) in ids if i in reps_by_cell]
-        ci = "-"
-        if reps_list:
-            lo, hi = stats.geomean_interval(reps_list)
-            ci = f"{lo:.2f}-{hi:.2f}"
-        pooled = [by_id[i]["pooled_eager_ms"] / by_id[i]["compiled_median_ms"] for (i,) in ids
-                  if i in by_id and not stats.missing(by_id[i].get("pooled_eager_ms"))
-                  and not stats.missing(by_id[i].get("compiled_median_ms")) and by_id[i]["compiled_median_ms"] > 0]
-        pooled_txt = fmt_x(float(np.exp(np.mean(np.log(pooled))))) if pooled else "-"
-        headline.append(HeadlineRow(h["phase"], h["mode"], h["compile_scope"], h["dtype"], int(h["cells"]),
-                                    int(h["ok_cells"]), fmt_pct(h["pass_rate"]), fmt_x(h["geomean_speedup"]),
-                                    ci, pooled_txt, int(h["faster"]), int(h["slower"]), int(h["unclear"])))
-
-    mem = _records(con, "memory", run_id)
-    alloc = byte_unit([r[k] for r in mem for k in ("eager_peak_allocated_bytes", "compiled_peak_allocated_bytes")])
-    resv = byte_unit([r[k] for r in mem for k in ("eager_cold_peak_reserved_bytes", "compiled_cold_peak_reserved_bytes",
-                                                   "end_peak_reserved_bytes")])
-    memory = [MemoryRow(cell_label(r), fmt_bytes(r["eager_peak_allocated_bytes"], alloc),
-                        fmt_bytes(r["compiled_peak_allocated_bytes"], alloc), fmt_x(r["mem_allocated_ratio"]),
-                        fmt_x(r["mem_cold_allocated_ratio"]), fmt_bytes(r["eager_cold_peak_reserved_bytes"], resv),
-                        fmt_bytes(r["compiled_cold_peak_reserved_bytes"], resv),
-                        fmt_bytes(r["end_peak_reserved_bytes"], resv), fmt_x(r["mem_reserved_growth"]))
-              for r in mem]
-
-    verdicts = dict(con.execute("SELECT cell_id, verdict FROM verdicts WHERE run_id=$run_id",
-                                {"run_id": run_id}).fetchall())
-    comp = _records(con, "compile_cost", run_id)
-    compile_rows = []
-    for r in comp:
-        r["label"] = cell_label(r)
-        r["verdict"] = verdicts.get(r["cell_id"])
-        ok = r["status"] == "ok"
-        if ok and r["verdict"] == "no clear difference":
-            # a break-even from a speedup that is not distinguishable from 1 would be noise
-            r["breakeven_cold_steps"] = r["breakeven_warm_steps"] = None
-        compile_rows.append(CompileRow(
-            r["label"], fmt_s(r["first_call_eager_s"]), fmt_s(r["first_call_compiled_s"]),
-            fmt_s(r["warm_first_call_compiled_s"]), fmt_s(r["compile_dynamo_s"]), fmt_s(r["compile_inductor_s"]),
-            fmt_s(r["compile_backward_s"]),
-            "-" if r["graph_count"] is None else f"{r['graph_count']} / {r['graph_break_count']}"
-            + ("" if r.get("kernel_count") is None else f" ({r['kernel_count']} kernels)"),
-            fmt_s(r["portable_first_call_compiled_s"]),
-            fmt_steps(r["breakeven_cold_steps"], ok, r["verdict"]),
-            fmt_steps(r["breakeven_warm_steps"], ok and r["warm_first_call_compiled_s"] is not None, r["verdict"])))
-
-    eager_spread = [EagerSpreadRow(f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']}", int(r["cells"]),
-                                   f"{fmt_ms(r['min_ms'])} - {fmt_ms(r['max_ms'])}", fmt_pct(r["spread"]),
-                                   "above the noise threshold: compare these cells with care"
-                                   if r["spread"] > noise else "")
-                    for r in _records(con, "eager_consistency", run_id)]
-    failures = [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip(), failure_summary(r["error"]))
-                for r in _records(con, "failures", run_id)]
-    counts = con.execute(sql("status_counts"), {"run_id": run_id}).fetchall()
-    total = sum(n for _, n in counts)
-    status_line = f"{total} cells: " + ", ".join(f"{n} {s}" for s, n in counts)
-
-    all_rows = _records(con, "cells_of_run", run_id)
-    reasons, reasons_summary = why.reason_rows(all_rows)
-    efficiency = why.efficiency_rows(all_rows, peaks, cell_label)
-    splits = why.split_rows(comp, cell_label, fmt_s, fmt_bytes)
-    sweeps = why.sweep_rows(all_rows, cell_label)
-    kernel_rows = kernels.run_rows(all_rows, cell_label)
-    known_peaks = {k: v for k, v in peaks.items() if isinstance(v, (int, float))}
-    peak_line = ("Measured peak on this device (a large matrix product, once per run): "
-                 + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known_peaks.items()) + "."
-                 if known_peaks else "")
-
+def _notes(run: Run, all_rows: list[dict], speed: list[dict], memory: list) -> list[str]:
+    """What the report says of how the run was collected (provenance), of one-process cells, memory and TF32."""
     notes = provenance.collection_notes(run, all_rows)
     single = [r for r in speed if r.get("processes") == 1]
     if single:
@@ -347,52 +158,90 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         notes.append("No device memory figures: peak memory is measured on CUDA devices only.")
     tf32 = run.manifest.get("protocol", {}).get("tf32")
     notes.append(f"float32 cells ran with TF32 {'on' if tf32 else 'off'} (matmul and cuDNN).")
-    proto = run.manifest.get("protocol", {})
-    # the compile-time plant (a test option added in schema 10) is shown where it was used only
-    protocol_rows = [(k, str(v)) for k, v in sorted(proto.items()) if v or k != "plant_compile_ms"]
-    device_line = (f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}")
+    return notes
+
+
+def _device(run: Run, all_rows: list[dict]) -> tuple[str, str]:
+    """The device line and the run's description; the rows say how many GPUs ran, and a preset's
+    "One GPU" text does not overrule them."""
+    env = run.env
+    line = f"{env.get('gpu_name') or env.get('cpu_model')} ({env.get('device')}), torch {env.get('torch_version')}"
     description = run.manifest.get("description", "")
     gpus = sorted({r.get("gpu_index") for r in all_rows if r.get("gpu_index") is not None})
-    if len(gpus) > 1:  # the rows say how many GPUs ran; a preset's "One GPU" text does not overrule them
-        device_line += f", {len(gpus)} GPUs (cells side by side)"
+    if len(gpus) > 1:
+        line += f", {len(gpus)} GPUs (cells side by side)"
         description = re.sub(r"^One GPU:\s*", "", description)
+    return line, description
 
-    failed_modes: dict[str, dict] = {}  # mode -> cells, failed, {status: n}: the verdict names failing modes
+
+def _failed_modes(all_rows: list[dict]) -> dict[str, dict]:
+    """mode -> cells, failed, {status: n}: the verdict names failing modes."""
+    out: dict[str, dict] = {}
     for r in all_rows:
-        m = failed_modes.setdefault(r["mode"], {"cells": 0, "failed": 0, "statuses": {}})
+        m = out.setdefault(r["mode"], {"cells": 0, "failed": 0, "statuses": {}})
         m["cells"] += 1
         if r["status"] not in ("ok", "accuracy_fail", "skipped"):
             m["failed"] += 1
             m["statuses"][r["status"]] = m["statuses"].get(r["status"], 0) + 1
+    return out
+
+
+def _peak_line(peaks: dict) -> str:
+    known = {k: v for k, v in peaks.items() if isinstance(v, (int, float))}
+    return ("Measured peak on this device (a large matrix product, once per run): "
+            + ", ".join(f"{k} {v:,.1f} TFLOP/s" for k, v in known.items()) + "." if known else "")
+
+
+def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
+                     noise: float = stats.NOISE_THRESHOLD, now: str | None = None,
+                     min_effect: float = stats.MIN_EFFECT) -> RunReport:
+    """The full context for one run's report: the tables (analysis/run_tables.py), the verdict
+    (analysis/verdict.py), the notes and what the charts and estimates.json draw on."""
+    con, run_id, env = loaded.con, run.run_id, run.env
+    reps_by_cell = compute_verdicts(loaded, run_id, reps, min_effect)
+    speed = _records(con, "speedup_table", run_id)
+    mark_eager_outliers(speed, noise)
+    peaks = env.get("peak_tflops") or {}
+    memory = tables.memory_rows(_records(con, "memory", run_id))
+    comp = _records(con, "compile_cost", run_id)
+    compile_rows = tables.compile_rows(comp, dict(con.execute("SELECT cell_id, verdict FROM verdicts WHERE run_id=$run_id",
+                                                              {"run_id": run_id}).fetchall()))
+    failures = tables.failure_rows(_records(con, "failures", run_id))
+    counts = con.execute(sql("status_counts"), {"run_id": run_id}).fetchall()
+    all_rows = _records(con, "cells_of_run", run_id)
+    reasons, reasons_summary = why.reason_rows(all_rows)
+    device_line, description = _device(run, all_rows)
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, provenance.several_machines(run, all_rows),
-                               len(loaded.skipped_in(run)), failed_modes)
+                               len(loaded.skipped_in(run)), _failed_modes(all_rows))
     answer.caveats += bad_samples.flagged_caveat(loaded.flagged_in(run))
     answer.suites = suites.run_rows(all_rows, reps_by_cell) if suites.has_suites(all_rows) else []
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
                     and r["verdict"] != "no clear difference"),
                    key=lambda r: (r["breakeven_cold_steps"] is None, r["breakeven_cold_steps"] or 0))
-    chart_rows = {
-        "heatmap": _records(con, "heatmap", run_id),
-        "batch_sweep": _records(con, "batch_sweep", run_id),
-        "compile_times": comp,
-        "amortization": amort,
-        "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
-        "summary": answer.chart_rows,
-        "estimates": _estimate_cells(all_rows, speed),
-    }
+    chart_rows = {"heatmap": _records(con, "heatmap", run_id), "batch_sweep": _records(con, "batch_sweep", run_id),
+                  "compile_times": comp, "amortization": amort,
+                  "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
+                  "summary": answer.chart_rows, "estimates": _estimate_cells(all_rows, speed)}
+    proto = run.manifest.get("protocol", {})
     stamp = None if now else dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
         generated_at=now or stamp.strftime("%Y-%m-%d %H:%M UTC"),
-        description=description, device_line=device_line, status_line=status_line,
+        description=description, device_line=device_line,
+        status_line=f"{sum(n for _, n in counts)} cells: " + ", ".join(f"{n} {s}" for s, n in counts),
         noise_threshold=fmt_pct(noise), min_effect=f"{min_effect * 100:g}%", skipped_files=loaded.skipped_in(run),
         flagged_cells=loaded.flagged_in(run),
-        headline=headline, speedups=speed_rows, memory=memory, compile_rows=compile_rows, failures=failures,
-        eager_spread=eager_spread,
+        headline=tables.headline_rows(con, run_id, _records(con, "headline", run_id), reps_by_cell, speed),
+        speedups=tables.speedup_rows(speed, peaks, noise), memory=memory, compile_rows=compile_rows, failures=failures,
+        eager_spread=tables.eager_spread_rows(_records(con, "eager_consistency", run_id), noise),
         environment=[(label, str(env.get(key))) for label, key in ENV_FIELDS if env.get(key) not in (None, "")],
-        protocol=protocol_rows, notes=notes, reasons=reasons, reasons_summary=reasons_summary,
-        efficiency=efficiency, splits=splits, peak_line=peak_line, sweeps=sweeps, kernels=kernel_rows, chart_rows=chart_rows,
+        # the compile-time plant (a test option added in schema 10) is shown where it was used only
+        protocol=[(k, str(v)) for k, v in sorted(proto.items()) if v or k != "plant_compile_ms"],
+        notes=_notes(run, all_rows, speed, memory), reasons=reasons, reasons_summary=reasons_summary,
+        efficiency=why.efficiency_rows(all_rows, peaks, cell_label), splits=why.split_rows(comp, cell_label, fmt_s, fmt_bytes),
+        peak_line=_peak_line(peaks), sweeps=why.sweep_rows(all_rows, cell_label),
+        kernels=kernels.run_rows(all_rows, cell_label), chart_rows=chart_rows,
         reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer,
         meta={"torch_version": env.get("torch_version"), "device": env.get("device"),
               "device_name": env.get("device_name"), "preset": run.manifest.get("preset"),
