@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -119,6 +119,161 @@ def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Lau
                            workers=workers, retry_failed=retry_failed, stop_after_s=stop_after_s)[0]
 
 
+def _announce(opened: list[_Open], workers: list[Worker], out) -> None:
+    """The lines a collect starts with: each run's cells, done and to measure, where and how."""
+    several = len(opened) > 1
+    where = f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})" if len(workers) > 1 else ""
+    for o in opened:
+        t = o.target
+        print(f"run {t.run_id}: {len(t.matrix.cells)} cells in matrix '{t.matrix.preset}', {o.already} already "
+              f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
+              f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
+              + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
+    if several:
+        print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
+        first = opened[0].target
+        proto = first.matrix.protocol
+        if proto.processes > 1 and not proto.cold_replicates and first.env.get("device") == "cuda":
+            print("note: each interpreter compiles a cell once and the cell's other processes reuse that "
+                  "compile's autotuning, so a version change in a cell whose compile autotunes can be that one "
+                  "draw; COLD_REPLICATES=1 compiles every process (docs/comparison.md)", file=out, flush=True)
+
+
+def _write_error(what: Path, exc: OSError, done: int, cell_id: str | None = None) -> RunError:
+    """A full or read-only disk while a cell's files or row are written: what is saved and what to do."""
+    head = f"cannot write the files of cell {cell_id} under {what}" if cell_id else f"cannot write {what}"
+    return RunError(f"{head}: {exc.strerror or exc}; the {done} cell(s) finished before it are saved; "
+                    "fix the cause and run the same command to resume")
+
+
+@dataclass
+class _Session:
+    """What the workers of one collect share: the queue (queue position, (target index, cell)), its
+    lock, the stop flag, the progress lines. One worker runs in the calling thread; several run a
+    thread each, and the first failure stops them all."""
+    opened: list
+    queue: list
+    progress: Progress
+    workers: list
+    clock: Callable[[], float]
+    out: object
+    stop_after_s: float | None
+    start: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    budget_hit: threading.Event = field(default_factory=threading.Event)
+    failure: list = field(default_factory=list)
+    noted: list = field(default_factory=list)  # the first cell measured beside another collector's (said once)
+
+    def take(self, worker: Worker):
+        """The next cell for `worker` (announced), or None: the queue is empty or the time budget spent."""
+        with self.lock:
+            if not self.queue:
+                return None
+            if self.stop_after_s is not None and self.clock() - self.start >= self.stop_after_s:
+                self.budget_hit.set()
+                return None
+            k, (ti, cell) = self.queue.pop(0)
+            label = cell.label() + (f" [{self.opened[ti].target.label}]" if len(self.opened) > 1 else "")
+            self.progress.start(k, label + (f" [GPU {worker.gpu}]" if len(self.workers) > 1 else ""))
+            return k, ti, cell, label
+
+    def measure(self, worker: Worker, own: list, k: int, ti: int, cell, label: str) -> bool:
+        """Measure one cell and save its row; False when the session was stopped meanwhile."""
+        o, t0 = self.opened[ti], self.clock()
+        started_before = getattr(own[ti], "import_s", None)  # a fork parent already running
+        try:
+            row = measure_cell(cell, o.target.matrix, o.target.env, o.target.run_id, o.run_dir, own[ti],
+                               self.clock, worker, len(self.workers))
+        except OSError as exc:  # the cell's log or cache folder
+            raise _write_error(o.run_dir, exc, len(self.progress.rows), cell.cell_id) from None
+        if self.stop.is_set():  # interrupted while it ran: its result is not trusted
+            return False
+        try:
+            o.store.write_row(row)
+        except OSError as exc:
+            raise _write_error(o.store.cells_dir / f"{cell.cell_id}.parquet", exc, len(self.progress.rows)) from None
+        started_now = getattr(own[ti], "import_s", None)
+        with self.lock:
+            self.progress.done(row, self.clock() - t0, k=k,
+                               label=label if (len(self.workers) > 1 or len(self.opened) > 1) else None,
+                               startup=started_now if started_before is None and started_now else None)
+            beside = (row.get("concurrent_cells") or 1) - len(self.workers)
+            if beside > 0 and not self.noted:  # once: another collector, shard or task on this host
+                self.noted.append(cell.cell_id)
+                print(f"note: {beside} cell(s) of another collector were measuring on this host beside "
+                      f"{cell.cell_id}; its row says so (concurrent_cells {row['concurrent_cells']}) and the "
+                      "report will; for clean timings measure one collector at a time", file=self.out, flush=True)
+        return True
+
+    def work(self, worker: Worker, own: list) -> None:
+        while not self.stop.is_set():
+            check_interrupted()
+            got = self.take(worker)
+            if got is None or not self.measure(worker, own, *got):
+                return
+
+    def guarded(self, worker: Worker, own: list) -> None:
+        try:
+            self.work(worker, own)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self.failure.append(exc)
+            self.stop.set()
+
+    def run(self, launchers: list[list]) -> None:
+        """Every worker with its launchers (one per target) until the queue is done or stopped."""
+        if len(self.workers) == 1:
+            self.work(self.workers[0], launchers[0])
+            return
+        threads = [threading.Thread(target=self.guarded, args=(w, lnch), daemon=True)
+                   for w, lnch in zip(self.workers, launchers)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)
+        if self.failure:
+            raise self.failure[0]
+
+
+def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], out) -> None:
+    """What every session writes at its end, however it ended: the launchers' description, the runs
+    interleaved with each other, the compact index, the session's end in run.json."""
+    for ti, o in enumerate(opened):
+        described = [d for d in (row[ti].describe() for row in launchers) if d]
+        if described:
+            o.manifest["sessions"][-1]["launchers"] = described
+    for lnch in (x for row in launchers for x in row):
+        lnch.close()
+    measured = {r.get("run_id") for r in rows}
+    active = [o for o in opened if o.target.run_id in measured]
+    for o in active if len(active) > 1 else []:
+        # the runs this session measured cell by cell beside this one, on this machine (a run
+        # that measured nothing in the session is not interleaved with anything)
+        others = [x.target.run_id for x in active if x is not o]
+        o.manifest["sessions"][-1]["interleaved_with"] = others
+        o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
+    for o in opened:
+        try:
+            compact_run(o.run_dir)
+        except Exception as exc:  # an optimisation only: the cell files are complete without it
+            print(f"note: could not compact {o.run_dir}: {exc}", file=out)
+        o.manifest["sessions"][-1]["finished_at"] = _now()
+        o.manifest["sessions"][-1]["cells_measured"] = sum(1 for r in rows if r.get("run_id") == o.target.run_id)
+        try:
+            _write_json(o.run_dir / "run.json", o.manifest)
+        except OSError as exc:  # must not hide why the session ended; the cells are saved
+            print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc}); "
+                  "the cell files are complete and the next session rewrites it", file=out, flush=True)
+
+
+def _interrupted(rows: int, opened: list[_Open], out) -> None:
+    print(f"\ninterrupted: {rows} cell(s) finished in this session are saved in "
+          f"{', '.join(str(o.store.cells_dir) for o in opened)}; run the same command again to resume",
+          file=out, flush=True)
+    REPORTED.set()
+
+
 def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Callable[[], float] = time.monotonic,
                     workers: list[Worker] | None = None, retry_failed: bool = False,
                     stop_after_s: float | None = None) -> list[Path]:
@@ -142,152 +297,38 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         raise ValueError(f"two interpreters would write the same run {ids}: give each its own label")
     with contextlib.ExitStack() as stack:
         opened = [_open_target(t, out_dir, stack, workers, retry_failed, out) for t in targets]
-        several = len(opened) > 1
-        cells_dirs = ", ".join(str(o.store.cells_dir) for o in opened)
-        where = (f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})"
-                 if len(workers) > 1 else "")
-        for o in opened:
-            t = o.target
-            print(f"run {t.run_id}: {len(t.matrix.cells)} cells in matrix '{t.matrix.preset}', {o.already} already "
-                  f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
-                  f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
-                  + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
-        if several:
-            print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
-            proto = targets[0].matrix.protocol
-            if proto.processes > 1 and not proto.cold_replicates and targets[0].env.get("device") == "cuda":
-                print("note: each interpreter compiles a cell once and the cell's other processes reuse that "
-                      "compile's autotuning, so a version change in a cell whose compile autotunes can be that one "
-                      "draw; COLD_REPLICATES=1 compiles every process (docs/comparison.md)", file=out, flush=True)
+        _announce(opened, workers, out)
         queue = list(enumerate(interleave(opened, [c.cell_id for c in targets[0].matrix.cells]), 1))
         total = len(queue)
         if total >= LARGE_MATRIX:
             print(size_note(total, targets[0].matrix.protocol.processes, len(workers)), file=out, flush=True)
-        plan = [(ti, c.model, c.phase, c.mode) for _, (ti, c) in queue]
-        progress = Progress(total, out=out, clock=clock, workers=len(workers), plan=plan,
+        progress = Progress(total, out=out, clock=clock, workers=len(workers),
+                            plan=[(ti, c.model, c.phase, c.mode) for _, (ti, c) in queue],
                             prior=earlier_times(out_dir, targets))
-        lock = threading.Lock()
-        stop = threading.Event()
-        failure: list[BaseException] = []
-        noted: list[str] = []  # the first cell measured beside another collector's (said once)
         # launchers[worker][target]
         launchers = [[t.launcher for t in targets]] if workers == [Worker()] else \
             [[t.launcher.for_worker(w) for t in targets] for w in workers]
-        session_start = clock()
-        budget_hit = threading.Event()
-
-        def work(worker: Worker, own: list) -> None:
-            while not stop.is_set():
-                check_interrupted()
-                with lock:
-                    if not queue:
-                        return
-                    if stop_after_s is not None and clock() - session_start >= stop_after_s:
-                        budget_hit.set()
-                        return
-                    k, (ti, cell) = queue.pop(0)
-                    o = opened[ti]
-                    label = cell.label() + (f" [{o.target.label}]" if several else "")
-                    progress.start(k, label + (f" [GPU {worker.gpu}]" if len(workers) > 1 else ""))
-                t0 = clock()
-                started_before = getattr(own[ti], "import_s", None)  # a fork parent already running
-                try:
-                    row = measure_cell(cell, o.target.matrix, o.target.env, o.target.run_id, o.run_dir, own[ti],
-                                       clock, worker, len(workers))
-                except OSError as exc:  # the cell's log or cache folder: a full or read-only disk
-                    raise RunError(f"cannot write the files of cell {cell.cell_id} under {o.run_dir}: "
-                                   f"{exc.strerror or exc}; the {len(progress.rows)} cell(s) finished before it "
-                                   "are saved; fix the cause and run the same command to resume") from None
-                if stop.is_set():  # interrupted while it ran: its result is not trusted
-                    return
-                try:
-                    o.store.write_row(row)
-                except OSError as exc:
-                    raise RunError(f"cannot write {o.store.cells_dir / cell.cell_id}.parquet: {exc.strerror or exc}; "
-                                   f"the {len(progress.rows)} cell(s) finished before it are saved; "
-                                   "fix the cause and run the same command to resume") from None
-                started_now = getattr(own[ti], "import_s", None)
-                with lock:
-                    progress.done(row, clock() - t0, label=label if (len(workers) > 1 or several) else None, k=k,
-                                  startup=started_now if started_before is None and started_now else None)
-                    beside = (row.get("concurrent_cells") or 1) - len(workers)
-                    if beside > 0 and not noted:  # once: another collector, shard or task on this host
-                        noted.append(cell.cell_id)
-                        print(f"note: {beside} cell(s) of another collector were measuring on this host beside "
-                              f"{cell.cell_id}; its row says so (concurrent_cells {row['concurrent_cells']}) and the "
-                              "report will; for clean timings measure one collector at a time", file=out, flush=True)
-
-        def guarded(worker: Worker, own: list) -> None:
-            try:
-                work(worker, own)
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                failure.append(exc)
-                stop.set()
-
-        all_launchers = [lnch for row in launchers for lnch in row]
+        session = _Session(opened, queue, progress, workers, clock, out, stop_after_s, clock())
         try:
-            if len(workers) == 1:
-                work(workers[0], launchers[0])
-            else:
-                threads = [threading.Thread(target=guarded, args=(w, lnch), daemon=True)
-                           for w, lnch in zip(workers, launchers)]
-                for t in threads:
-                    t.start()
-                while any(t.is_alive() for t in threads):
-                    for t in threads:
-                        t.join(0.2)
-                if failure:
-                    raise failure[0]
+            session.run(launchers)
         except BaseException as exc:  # Ctrl-C, SIGTERM, a write error in a worker: stop every cell in flight
-            stop.set()
-            _kill_all(all_launchers)
+            session.stop.set()
+            _kill_all([x for row in launchers for x in row])
             if isinstance(exc, KeyboardInterrupt):
-                print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
-                      f"{cells_dirs}; run the same command again to resume", file=out, flush=True)
-                REPORTED.set()
+                _interrupted(len(progress.rows), opened, out)
             raise
         finally:  # a stop signal only sets a flag: these writes always finish
-            for ti, o in enumerate(opened):
-                mine = [row[ti] for row in launchers]
-                described = [d for d in (lnch.describe() for lnch in mine) if d]
-                if described:
-                    o.manifest["sessions"][-1]["launchers"] = described
-            for lnch in all_launchers:
-                lnch.close()
-            measured = {r.get("run_id") for r in progress.rows}
-            active = [o for o in opened if o.target.run_id in measured]
-            for o in active if len(active) > 1 else []:
-                # the runs this session measured cell by cell beside this one, on this machine (a run
-                # that measured nothing in the session is not interleaved with anything)
-                others = [x.target.run_id for x in active if x is not o]
-                o.manifest["sessions"][-1]["interleaved_with"] = others
-                o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
-            for o in opened:
-                try:
-                    compact_run(o.run_dir)
-                except Exception as exc:  # an optimisation only: the cell files are complete without it
-                    print(f"note: could not compact {o.run_dir}: {exc}", file=out)
-                o.manifest["sessions"][-1]["finished_at"] = _now()
-                o.manifest["sessions"][-1]["cells_measured"] = sum(
-                    1 for r in progress.rows if r.get("run_id") == o.target.run_id)
-                try:
-                    _write_json(o.run_dir / "run.json", o.manifest)
-                except OSError as exc:  # must not hide why the session ended; the cells are saved
-                    print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc}); "
-                          "the cell files are complete and the next session rewrites it", file=out, flush=True)
+            _end_session(opened, launchers, progress.rows, out)
         if INTERRUPTED.is_set():  # a stop that arrived after the last cell, e.g. during compaction
-            print(f"\ninterrupted: {len(progress.rows)} cell(s) finished in this session are saved in "
-                  f"{cells_dirs}; run the same command again to resume", file=out, flush=True)
-            REPORTED.set()
+            _interrupted(len(progress.rows), opened, out)
             raise KeyboardInterrupt("stop requested")
         already = sum(o.already for o in opened)
         print(progress.summary(skipped_done=already), file=out, flush=True)
         if not total:
-            names = ", ".join(ids)
-            print(f"nothing to measure: all {already} cells of run {names} are saved. To measure them again, "
+            print(f"nothing to measure: all {already} cells of run {', '.join(ids)} are saved. To measure them again, "
                   "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
                   "again, RETRY=1 (--retry-failed).", file=out, flush=True)
-        if budget_hit.is_set():
+        if session.budget_hit.is_set():
             print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
                   "run the same command again to resume", file=out, flush=True)
     return [o.run_dir for o in opened]
