@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import attribution, changes, compare_groups, kernels, pair_estimates, repeats, uncertainty
+from analysis import attribution, changes, compare_groups, kernels, pair_estimates, repeats, run_tables, uncertainty
 from analysis import estimates as est
 from analysis import stats, suites
 
@@ -297,8 +297,7 @@ def _repeats(loaded: Loaded, a: Run, b: Run, pe, repeat_runs: list[tuple[Run, Ru
 
 def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
     """Per suite (real-model runs): the suite table, cells newly failing and newly passing."""
-    rows_a, rows_b = (con.execute(sql("cells_of_run"), {"run_id": r.run_id}).df().replace({np.nan: None})
-                      .to_dict("records") for r in (a, b))
+    rows_a, rows_b = (run_tables.records(con, "cells_of_run", r.run_id) for r in (a, b))
     if not (suites.has_suites(rows_a) or suites.has_suites(rows_b)):
         return [], [], []
     return (suites.compare_rows(rows_a, rows_b, min_effect), *suites.status_changes(rows_a, rows_b))

@@ -32,19 +32,29 @@ MAX_GRID = 1 << 20  # grid points a side, at most
 def t_cdf_vec(x: np.ndarray, df: int) -> np.ndarray:
     """Student's t distribution function at every point of `x`, for an integer df >= 1: the closed
     form of Abramowitz & Stegun 26.7.3/26.7.4 (stats.t_cdf is its scalar form)."""
-    theta = np.arctan2(np.asarray(x, float), math.sqrt(df))
-    c2, s = np.cos(theta) ** 2, np.sin(theta)
+    x = np.asarray(x, float)
+    # theta = atan(x / sqrt(df)): sin and cos^2 in closed form (one square root, no trigonometry;
+    # the 10,000-cell report computes this for 39,000 grids)
+    r = np.sqrt(x * x + df)
+    with np.errstate(invalid="ignore"):
+        s, c2 = x / r, df / (r * r)
+    inf = np.isinf(x)
+    if inf.any():  # x / r is inf / inf there: the limits
+        s, c2 = np.where(inf, np.sign(x), s), np.where(inf, 0.0, c2)
     if df % 2:
-        acc, term = np.ones_like(theta), np.ones_like(theta)
+        theta = np.arctan2(x, math.sqrt(df))
+        acc, term = np.ones_like(x), np.ones_like(x)
         for k in range(1, (df - 3) // 2 + 1):
             term = term * c2 * (2 * k) / (2 * k + 1)
             acc = acc + term
-        a = (2 / math.pi) * (theta + (s * np.cos(theta) * acc if df > 1 else 0.0))
+        a = (2 / math.pi) * (theta + (s * (math.sqrt(df) / r) * acc if df > 1 else 0.0))
     else:
-        acc, term = np.ones_like(theta), np.ones_like(theta)
-        for k in range(1, (df - 2) // 2 + 1):
-            term = term * c2 * (2 * k - 1) / (2 * k)
-            acc = acc + term
+        acc = np.ones_like(x)
+        if df > 2:
+            term = np.ones_like(x)
+            for k in range(1, (df - 2) // 2 + 1):
+                term = term * c2 * (2 * k - 1) / (2 * k)
+                acc = acc + term
         a = s * acc
     return 0.5 + 0.5 * a
 
@@ -115,7 +125,11 @@ def _upper_quantile(terms: tuple, p: float) -> float:
     # a term's grid must reach well beyond the sum's quantile, or the mass it keeps at its ends
     # (beyond REACH scales) would count below the quantile: widen until it does
     spread = math.sqrt(sum(s * s for s, _ in live))
-    reach = 2 * t_quantile(p, min(d for _, d in live)) * spread  # a first guess
+    # a first guess; the sum's quantile grows past one term's (heavy tails) by about 0.4 ln(n)
+    # spreads: from 100 terms on the guess includes that, so a group of 10,000 cells is not
+    # convolved twice (under 100 the first guess holds where the terms' own reach does)
+    guess = t_quantile(p, min(d for _, d in live))
+    reach = 2 * (guess if len(live) < 100 else guess + 0.4 * math.log(len(live))) * spread
     for _ in range(4):
         q = _grid_quantile(*_centred_cdf(live, reach), p)
         if max([reach] + [REACH.get(d, DEFAULT_REACH) * s for s, d in live]) >= 2 * q:
