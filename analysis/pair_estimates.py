@@ -69,6 +69,56 @@ def with_run_spread(dists: dict, run: Run, history: History | None) -> dict:
     return widened
 
 
+def _step_estimates(name: str, reps_by: dict[str, LogDist], by_id: dict, procs: tuple, callable_ids: set,
+                    spread: tuple, runs: tuple, cells: tuple, min_effect: float) -> dict[str, est.Estimate]:
+    """One step quantity (speedup, compiled or eager) of every paired cell: the one call rule on its
+    exact interval, the basis it rests on, and why a cell is not called where it is not."""
+    out = {}
+    ids = list(reps_by)
+    qs = stats.benjamini_hochberg([reps_by[i].p_value() for i in ids])
+    for cid, q in zip(ids, qs):
+        pr = by_id[cid]
+        point = est.ratio(pr[f"{name}_b"], pr[f"{name}_a"])
+        # the gate is the interval and the minimum effect, not BH: with 3 processes a cell's
+        # t interval has 2 degrees of freedom, whose tails keep p above ~0.01 even for a 5-sigma
+        # change, so BH over a family would call nothing; q is shown, and the summary counts
+        # how many calls also survive it (docs/comparison.md)
+        # one process: the interval holds that process's noise only (far too narrow where
+        # processes differ, docs/measurement.md), so nothing is called on it
+        single = None if cid in callable_ids else "one process"
+        if not single and name != "speedup" and (pr.get(f"{name}_lb_a") or pr.get(f"{name}_lb_b")):
+            # a host-paced side moves between processes and runs with the host's state (A/A on
+            # the H200: up to +50% with one process slow); only the in-process speedup is callable
+            single = "launch-bound side"
+        basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if cid in callable_ids
+                 else "block bootstrap inside one process")
+        siblings = [f"{r.run_id}'s {spread[i][(cid, name)]} sibling runs" for i, r in enumerate(runs)
+                    if (cid, name) in spread[i]]
+        if siblings and cid in callable_ids:
+            basis += "; run-to-run spread of " + " and ".join(siblings)
+        apart = None
+        if name != "speedup":  # each side on its own: its processes must not overlap between the runs
+            side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
+            apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
+                                    for cs in cells))
+        out[cid] = est.from_log_dist(name, reps_by[cid], point, min_effect, basis, q, single, apart)
+    return out
+
+
+def _first_call_and_memory(pairs: list[dict], ests: dict, min_effect: float) -> None:
+    """Cold and warm first calls and compiled peak memory of every paired ok compiled cell, into `ests`."""
+    for p in pairs:
+        cid = p["cell_id"]
+        if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
+            continue
+        ca = est.cold_samples(p.get("cold_all_a"), p.get("rep_cache_a"))
+        cb = est.cold_samples(p.get("cold_all_b"), p.get("rep_cache_b"))
+        ests["cold"][cid] = (est.first_call_processes("cold", ca, cb, min_effect) if ca and cb
+                             else est.first_call("cold", p["cold_a"], p["cold_b"], min_effect))
+        ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
+        ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
+
+
 def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS,
                   min_effect: float = stats.MIN_EFFECT, history: History | None = None) -> PairEstimates:
     """Every quantity of every paired ok cell of runs a and b as an Estimate (one call rule); with
@@ -96,44 +146,9 @@ def estimate_pair(loaded: Loaded, a: Run, b: Run, reps: int = stats.DEFAULT_REPS
             fam["speedup"][cid] = mb[cid]["speedup"] - ma[cid]["speedup"]
     ests: dict[str, dict[str, est.Estimate]] = {q: {} for q in est.QUANTITIES}
     for name, reps_by in fam.items():
-        ids = list(reps_by)
-        qs = stats.benjamini_hochberg([reps_by[i].p_value() for i in ids])
-        for cid, q in zip(ids, qs):
-            pr = by_id[cid]
-            point = est.ratio(pr[f"{name}_b"], pr[f"{name}_a"])
-            # the gate is the interval and the minimum effect, not BH: with 3 processes a cell's
-            # t interval has 2 degrees of freedom, whose tails keep p above ~0.01 even for a 5-sigma
-            # change, so BH over a family would call nothing; q is shown, and the summary counts
-            # how many calls also survive it (docs/comparison.md)
-            # one process: the interval holds that process's noise only (far too narrow where
-            # processes differ, docs/measurement.md), so nothing is called on it
-            single = None if cid in callable_ids else "one process"
-            if not single and name != "speedup" and (pr.get(f"{name}_lb_a") or pr.get(f"{name}_lb_b")):
-                # a host-paced side moves between processes and runs with the host's state (A/A on
-                # the H200: up to +50% with one process slow); only the in-process speedup is callable
-                single = "launch-bound side"
-            basis = (f"t over {procs[0][cid]} and {procs[1].get(cid, 1)} processes" if cid in callable_ids
-                     else "block bootstrap inside one process")
-            runs = [f"{r.run_id}'s {spread[i][(cid, name)]} sibling runs" for i, r in enumerate((a, b))
-                    if (cid, name) in spread[i]]
-            if runs and cid in callable_ids:
-                basis += "; run-to-run spread of " + " and ".join(runs)
-            apart = None
-            if name != "speedup":  # each side on its own: its processes must not overlap between the runs
-                side = {"eager": "eager_ms", "compiled": "compiled_ms"}[name]
-                apart = est.separated(*(list(stats.process_medians(getattr(cs[cid], side), cs[cid].processes))
-                                        for cs in (cells_a, cells_b)))
-            ests[name][cid] = est.from_log_dist(name, reps_by[cid], point, min_effect, basis, q, single, apart)
-    for p in pairs:
-        cid = p["cell_id"]
-        if p["status_a"] != "ok" or p["status_b"] != "ok" or p["mode"] == "eager":
-            continue
-        ca = est.cold_samples(p.get("cold_all_a"), p.get("rep_cache_a"))
-        cb = est.cold_samples(p.get("cold_all_b"), p.get("rep_cache_b"))
-        ests["cold"][cid] = (est.first_call_processes("cold", ca, cb, min_effect) if ca and cb
-                             else est.first_call("cold", p["cold_a"], p["cold_b"], min_effect))
-        ests["warm"][cid] = est.first_call("warm", p["warm_a"], p["warm_b"], min_effect)
-        ests["memory"][cid] = est.memory(p["mem_a"], p["mem_b"], min_effect)
+        ests[name] = _step_estimates(name, reps_by, by_id, procs, callable_ids, spread, (a, b),
+                                     (cells_a, cells_b), min_effect)
+    _first_call_and_memory(pairs, ests, min_effect)
     # what the processes cannot show: a shift of the whole run (analysis/run_level.py)
     shift = run_level.withhold_run_wide(ests, callable_ids, min_effect)
     return PairEstimates(a, b, pairs, (sa, sb), procs, callable_ids, fam, ests, shift)

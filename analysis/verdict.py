@@ -65,50 +65,38 @@ def _group_label(r: dict) -> tuple[str, str]:
     return r.get("phase") or "?", mode
 
 
-def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list, noise: float,
-          min_effect: float, several_machines: bool = False, skipped: int = 0,
-          failed_modes: dict | None = None) -> Verdict:
-    """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
-    batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
-    cell's LogDist of ln speedup (analysis/tdist.py: exact t over processes, or replicates); `breakeven`: cell_id -> cold break-even steps;
-    `failed_modes`: mode -> {cells, failed, statuses} over every cell of the run (the sentence names
-    each mode with a failed cell)."""
-    v = Verdict()
-    ok = [r for r in speed if r.get("status") == "ok" and not stats.missing(r.get("speedup"))]
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in ok:
-        groups.setdefault(_group_label(r), []).append(r)
-        v.chart_rows.append({"group": f"{PHASE.get(r['phase'], r['phase'])}\n{_group_label(r)[1]}",
-                             "speedup": r["speedup"], "lo": r.get("speedup_lo"), "hi": r.get("speedup_hi"),
-                             "verdict": r.get("verdict")})
-    order = sorted(groups, key=lambda k: (k[0] != "infer", k[1]))
-    judged = []  # (label, geomean, css)
-    for key in order:
-        rows = groups[key]
-        reps = [reps_by_cell[r["cell_id"]] for r in rows if r["cell_id"] in reps_by_cell]
-        g = float(statistics.geometric_mean([r["speedup"] for r in rows]))
-        lo, hi = stats.geomean_interval(reps) if reps else (float("nan"), float("nan"))
-        words, css = _speed_words(g, lo, hi, min_effect)
-        counted = {k: sum(1 for r in rows if r.get("verdict") == k) for k in ("faster", "slower", "no clear difference")}
-        counts = ", ".join(f"{n} {k}" for k, n in counted.items() if n)
-        steps = [breakeven[r["cell_id"]] for r in rows
-                 if r.get("verdict") == "faster" and not stats.missing(breakeven.get(r["cell_id"]))]
-        pays = f"~{statistics.median(steps):,.0f} steps ({len(steps)} cell(s))" if steps else "-"
-        pools = (f"{len({r['model'] for r in rows})} model(s); dtypes {', '.join(sorted({r['dtype'] for r in rows}))}; "
-                 f"batch {_span(int(r['batch_size']) for r in rows)}")
-        numbers = {"phase": key[0], "mode": key[1], "cells": len(rows), "speedup": g,
-                   "speedup_lo": None if stats.missing(lo) else lo, "speedup_hi": None if stats.missing(hi) else hi,
-                   "call": {"unclear": "no meaningful difference"}.get(css, css),
-                   "cells_faster": counted["faster"], "cells_slower": counted["slower"],
-                   "cells_unclear": counted["no clear difference"],
-                   "pays_off_steps": float(statistics.median(steps)) if steps else None, "pays_off_cells": len(steps),
-                   "models": sorted({r["model"] for r in rows}), "dtypes": sorted({r["dtype"] for r in rows}),
-                   "batch_sizes": sorted({int(r["batch_size"]) for r in rows})}
-        v.rows.append(VerdictRow(PHASE.get(key[0], key[0]), key[1], len(rows), words,
-                                 "-" if stats.missing(lo) else f"{lo:.2f}x-{hi:.2f}x", counts, pays, pools, css,
-                                 numbers))
-        judged.append((f"{PHASE.get(key[0], key[0])} {key[1]}", g, css))
-    slower_cells = sorted((r for r in ok if r.get("verdict") == "slower"), key=lambda r: r["speedup"])
+def _group_row(key: tuple[str, str], rows: list[dict], reps_by_cell: dict, breakeven: dict,
+               min_effect: float) -> VerdictRow:
+    """One phase/mode group's line: its geometric-mean speedup with the interval, the cells' calls,
+    when compiling pays off, what it pools; and its figures for estimates.json (`numbers`)."""
+    reps = [reps_by_cell[r["cell_id"]] for r in rows if r["cell_id"] in reps_by_cell]
+    g = float(statistics.geometric_mean([r["speedup"] for r in rows]))
+    lo, hi = stats.geomean_interval(reps) if reps else (float("nan"), float("nan"))
+    words, css = _speed_words(g, lo, hi, min_effect)
+    counted = {k: sum(1 for r in rows if r.get("verdict") == k) for k in ("faster", "slower", "no clear difference")}
+    steps = [breakeven[r["cell_id"]] for r in rows
+             if r.get("verdict") == "faster" and not stats.missing(breakeven.get(r["cell_id"]))]
+    pools = (f"{len({r['model'] for r in rows})} model(s); dtypes {', '.join(sorted({r['dtype'] for r in rows}))}; "
+             f"batch {_span(int(r['batch_size']) for r in rows)}")
+    numbers = {"phase": key[0], "mode": key[1], "cells": len(rows), "speedup": g,
+               "speedup_lo": None if stats.missing(lo) else lo, "speedup_hi": None if stats.missing(hi) else hi,
+               "call": {"unclear": "no meaningful difference"}.get(css, css),
+               "cells_faster": counted["faster"], "cells_slower": counted["slower"],
+               "cells_unclear": counted["no clear difference"],
+               "pays_off_steps": float(statistics.median(steps)) if steps else None, "pays_off_cells": len(steps),
+               "models": sorted({r["model"] for r in rows}), "dtypes": sorted({r["dtype"] for r in rows}),
+               "batch_sizes": sorted({int(r["batch_size"]) for r in rows})}
+    return VerdictRow(PHASE.get(key[0], key[0]), key[1], len(rows), words,
+                      "-" if stats.missing(lo) else f"{lo:.2f}x-{hi:.2f}x",
+                      ", ".join(f"{n} {k}" for k, n in counted.items() if n),
+                      f"~{statistics.median(steps):,.0f} steps ({len(steps)} cell(s))" if steps else "-",
+                      pools, css, numbers)
+
+
+def _sentence(judged: list[tuple[str, float, str]], slower_cells: list[dict], failed_modes: dict,
+              any_ok: bool, min_effect: float) -> str:
+    """The verdict's sentence: the groups where compiling is faster and slower (`judged`: label,
+    geometric mean, call), the slower cells by name, the modes with failed cells."""
     parts = []
     wins = [j for j in judged if j[2] == "faster"]
     losses = [j for j in judged if j[2] == "slower"]
@@ -133,17 +121,40 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
         more = (f" and {len(slower_cells) - NAMED_SLOWER} more (each marked slower in the speedup table; summary.md "
                 "lists them all)" if len(slower_cells) > NAMED_SLOWER else "")
         parts.append(f"{len(slower_cells)} cell(s) are slower compiled: {named}{more}")
-    v.slower = [f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} ({r['speedup']:.2f}x)"
-                for r in slower_cells]
-    failing = [(m, f) for m, f in (failed_modes or {}).items() if f["failed"]]
+    failing = [(m, f) for m, f in failed_modes.items() if f["failed"]]
     if failing:
         parts.append("failed: " + ", ".join(
             f"{m} in {f['failed']} of {f['cells']} cells ({', '.join(f'{n} {st}' for st, n in sorted(f['statuses'].items()))})"
             for m, f in sorted(failing, key=lambda t: (-t[1]["failed"], t[0]))))
-    if not ok:
+    if not any_ok:
         parts.append("No cell has a speedup (no ok cell with a compiled side)")
-    v.sentence = ("; ".join(parts) + ".") if parts else ""
-    v.sentence = v.sentence[:1].upper() + v.sentence[1:]
+    sentence = ("; ".join(parts) + ".") if parts else ""
+    return sentence[:1].upper() + sentence[1:]
+
+
+def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list, noise: float,
+          min_effect: float, several_machines: bool = False, skipped: int = 0,
+          failed_modes: dict | None = None) -> Verdict:
+    """`speed`: the speedup table's records (cell_id, phase, mode, compile_scope, dtype, model,
+    batch_size, status, speedup, speedup_lo/hi, verdict, flags inputs); `reps_by_cell`: each
+    cell's LogDist of ln speedup (analysis/tdist.py: exact t over processes, or replicates); `breakeven`: cell_id -> cold break-even steps;
+    `failed_modes`: mode -> {cells, failed, statuses} over every cell of the run (the sentence names
+    each mode with a failed cell)."""
+    v = Verdict()
+    ok = [r for r in speed if r.get("status") == "ok" and not stats.missing(r.get("speedup"))]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in ok:
+        groups.setdefault(_group_label(r), []).append(r)
+        v.chart_rows.append({"group": f"{PHASE.get(r['phase'], r['phase'])}\n{_group_label(r)[1]}",
+                             "speedup": r["speedup"], "lo": r.get("speedup_lo"), "hi": r.get("speedup_hi"),
+                             "verdict": r.get("verdict")})
+    for key in sorted(groups, key=lambda k: (k[0] != "infer", k[1])):
+        v.rows.append(_group_row(key, groups[key], reps_by_cell, breakeven, min_effect))
+    judged = [(f"{row.phase} {row.mode}", row.numbers["speedup"], row.css) for row in v.rows]
+    slower_cells = sorted((r for r in ok if r.get("verdict") == "slower"), key=lambda r: r["speedup"])
+    v.slower = [f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} ({r['speedup']:.2f}x)"
+                for r in slower_cells]
+    v.sentence = _sentence(judged, slower_cells, failed_modes or {}, bool(ok), min_effect)
     v.caveats = _caveats(speed, failures, noise, several_machines, skipped)
     return v
 
