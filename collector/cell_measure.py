@@ -14,7 +14,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -87,6 +87,88 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     return row
 
 
+@dataclass
+class _Jobs:
+    """The processes of one cell: each run through the launcher with the cell's log and time limit,
+    its wall time kept (process_wall_s), a stop request checked before and after."""
+    cell: Cell
+    matrix: Matrix
+    device: str
+    launcher: Launcher
+    clock: Callable[[], float]
+    log_path: Path
+    walls: list = field(default_factory=list)
+
+    def run(self, cache: Path, **spec) -> dict:
+        check_interrupted()
+        p0 = self.clock()
+        got = self.launcher.run(cell_spec(self.cell, self.matrix, self.device, **spec), cache, self.log_path,
+                                self.matrix.protocol.timeout_s)
+        self.walls.append(self.clock() - p0)
+        check_interrupted()
+        return got
+
+
+def _cold_process(jobs: _Jobs, cache_dir: Path, mode, extra: dict) -> dict:
+    """The first process: compiles cold in `cache_dir`; its cache's sizes and autotuning choices."""
+    result = jobs.run(cache_dir, **extra)
+    if mode.compiles:
+        result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
+        result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
+        tuned = autotune.choices(cache_dir)
+        result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
+    return result
+
+
+def _replicates(jobs: _Jobs, result: dict, cache_dir: Path, mode) -> list[str]:
+    """`processes - 1` replicate processes, each timing the cell again, on the cold one's warm cache
+    or (COLD_REPLICATES) each in an empty cache of its own; folded into `result`. Returns the
+    replicates' failures."""
+    proto, cell = jobs.matrix.protocol, jobs.cell
+    layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
+                    result.get("steps_per_sample") or 1, result.get("planted_delay_ms"))
+    cold_reps = proto.cold_replicates and mode.compiles
+    firsts, draws, errors, warm_firsts = [result.get("first_call_compiled_s")], [], [], []
+    for i in range(1, proto.processes):
+        # a cold replicate compiles in its own empty cache (removed after it), else the cold one's
+        rep_cache = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:50]}-r{i}-")) if cold_reps else cache_dir
+        try:
+            rep = jobs.run(rep_cache, kind="replicate", replicate=i, layout=layout)
+            if cold_reps:
+                draws.append(autotune.choices(rep_cache))
+        finally:
+            if cold_reps:
+                shutil.rmtree(rep_cache, ignore_errors=True)
+        why = add_replicate(result, rep, i)
+        first = rep.get("warm_first_call_compiled_s")  # the replicate's first call, whatever its cache
+        firsts.append(None if why else first)
+        if why:
+            errors.append(why)
+        elif first is not None and not cold_reps:
+            warm_firsts.append(first)
+    if mode.compiles:
+        result["process_first_call_compiled_s"] = firsts
+        result["replicate_cache"] = "cold" if cold_reps else "warm"
+    if cold_reps:  # no warm cache was used: no warm first call; the autotuning drawn in each process
+        tuned = autotune.with_replicates(result.get("autotune_json"), draws)
+        result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
+    if warm_firsts:  # every replicate compiled from the warm cache: their median
+        result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
+    return errors
+
+
+def _portable(jobs: _Jobs, result: dict, portable: Path) -> None:
+    """The compile from the portable cache artefact alone, in an empty cache folder."""
+    empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
+    try:
+        got = jobs.run(empty, kind="portable", portable_from=str(portable))
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    if got.get("status") == "ok":
+        result["portable_first_call_compiled_s"] = got.get("portable_first_call_compiled_s")
+        result["portable_load_s"] = got.get("portable_load_s")
+
+
 def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Path,
                   launcher: Launcher, clock: Callable[[], float], worker: Worker) -> dict:
     """The cold process, then `processes - 1` replicate processes on its warm cache (each a fresh
@@ -94,87 +176,28 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
     asked; then the portable-cache one."""
     started, t0 = _now(), clock()
     cache_dir = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:60]}-"))
-    log_path = run_dir / "logs" / f"{cell.cell_id}.log"
     proto = matrix.protocol
-
-    def run_job(spec: dict, cache: Path) -> dict:
-        check_interrupted()
-        got = launcher.run(spec, cache, log_path, proto.timeout_s)
-        check_interrupted()
-        return got
-
+    jobs = _Jobs(cell, matrix, env["device"], launcher, clock, run_dir / "logs" / f"{cell.cell_id}.log")
     try:
         portable = cache_dir / "portable-cache.bin"
         mode = modes.spec(cell.mode)
         portable_wanted = proto.portable_cache and mode.portable_cache
-        extra = {"portable_path": str(portable)} if portable_wanted else {}
-        p0 = clock()
-        result = run_job(cell_spec(cell, matrix, env["device"], **extra), cache_dir)
-        walls = [clock() - p0]
-        if mode.compiles:
-            result["cache_inductor_bytes"] = dir_bytes(cache_dir / "inductor")
-            result["cache_triton_bytes"] = dir_bytes(cache_dir / "triton")
-            tuned = autotune.choices(cache_dir)
-            result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
+        result = _cold_process(jobs, cache_dir, mode, {"portable_path": str(portable)} if portable_wanted else {})
         timed_ok = result.get("status") in ("ok", "accuracy_fail") and result.get("eager_step_ms")
         compiled_ok = mode.compiles and result.get("status") in ("ok", "accuracy_fail")
         if timed_ok:
             result["processes"] = 1
-        errors, warm_firsts = [], []
+        errors = []
         if timed_ok and proto.processes > 1:
-            layout = Layout(result.get("steps_per_block") or proto.steps_per_block,
-                            result.get("steps_per_sample") or 1, result.get("planted_delay_ms"))
-            cold_reps = proto.cold_replicates and mode.compiles
-            firsts, draws = [result.get("first_call_compiled_s")], []
-            for i in range(1, proto.processes):
-                # a cold replicate compiles in its own empty cache (removed after it), else the cold one's
-                rep_cache = Path(tempfile.mkdtemp(prefix=f"tcb-cache-{cell.cell_id[:50]}-r{i}-")) if cold_reps \
-                    else cache_dir
-                try:
-                    p0 = clock()
-                    rep = run_job(cell_spec(cell, matrix, env["device"], kind="replicate", replicate=i,
-                                            layout=layout), rep_cache)
-                    walls.append(clock() - p0)
-                    if cold_reps:
-                        draws.append(autotune.choices(rep_cache))
-                finally:
-                    if cold_reps:
-                        shutil.rmtree(rep_cache, ignore_errors=True)
-                why = add_replicate(result, rep, i)
-                first = rep.get("warm_first_call_compiled_s")  # the replicate's first call, whatever its cache
-                firsts.append(None if why else first)
-                if why:
-                    errors.append(why)
-                elif first is not None and not cold_reps:
-                    warm_firsts.append(first)
-            if mode.compiles:
-                result["process_first_call_compiled_s"] = firsts
-                result["replicate_cache"] = "cold" if cold_reps else "warm"
-            if cold_reps:  # no warm cache was used: no warm first call; the autotuning drawn in each process
-                tuned = autotune.with_replicates(result.get("autotune_json"), draws)
-                result["autotune_json"] = json.dumps(tuned, sort_keys=True) if tuned else None
-            if warm_firsts:  # every replicate compiled from the warm cache: their median
-                result["warm_first_call_compiled_s"] = statistics.median(warm_firsts)
+            errors = _replicates(jobs, result, cache_dir, mode)
         elif proto.warm_compile and compiled_ok:
-            p0 = clock()
-            warm = run_job(cell_spec(cell, matrix, env["device"], kind="warm"), cache_dir)
-            walls.append(clock() - p0)
+            warm = jobs.run(cache_dir, kind="warm")
             if warm.get("status") == "ok":
                 result["warm_first_call_compiled_s"] = warm.get("warm_first_call_compiled_s")
                 result["warm_compile_dynamo_s"] = warm.get("warm_compile_dynamo_s")
         if portable_wanted and compiled_ok and portable.exists():
-            empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
-            try:
-                p0 = clock()
-                got = run_job(cell_spec(cell, matrix, env["device"], kind="portable", portable_from=str(portable)),
-                              empty)
-                walls.append(clock() - p0)
-            finally:
-                shutil.rmtree(empty, ignore_errors=True)
-            if got.get("status") == "ok":
-                result["portable_first_call_compiled_s"] = got.get("portable_first_call_compiled_s")
-                result["portable_load_s"] = got.get("portable_load_s")
-        result["process_wall_s"] = walls
+            _portable(jobs, result, portable)
+        result["process_wall_s"] = jobs.walls
         if errors:
             result["process_errors"] = "; ".join(errors)
     finally:
