@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ("eta6-h200", "eta7-h200", "eta8-h200", "eta-p5-h200", "eta-cold-h200")
+RUNS = ("eta6-h200", "eta7-h200", "eta8-h200", "eta-p5-h200", "eta-cold-h200", "cold2-h200")
 LINE = re.compile(r"\[(\d+)/\d+\].*about (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)? left")
 
 
