@@ -188,6 +188,11 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
     return out
 
 
+def _called_step(ests: dict[str, dict[str, est.Estimate]], cid: str) -> list[est.Estimate]:
+    """The cell's called compiled-step and speedup changes."""
+    return [x for x in (ests.get(q, {}).get(cid) for q in ("compiled", "speedup")) if x is not None and x.called]
+
+
 def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
     """Called compiled or speedup changes in cells whose cold compiles autotuned other launch configurations (one
     torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
@@ -201,8 +206,7 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
         if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
             continue  # COLD_REPLICATES in both runs: every process drew its own, the intervals hold the draw
         # a called compiled change, or a called speedup change (its compiled step launch-bound, say)
-        e = next((x for x in (ests.get(q, {}).get(p["cell_id"]) for q in ("compiled", "speedup")) if x is not None and x.called), None)
-        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if e is not None else None
+        r = kernels.retuned(p.get("autotune_a"), p.get("autotune_b")) if _called_step(ests, p["cell_id"]) else None
         if r is None or not r.changed:
             continue
         sa = kernels.splits(p.get("profile_a"), {"compiled": p.get("compiled_a")}).get("compiled")
@@ -222,8 +226,7 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
              f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
              "the change is not known")
     # the interval holds the draw only where sibling runs' spread is in it (analysis/history.py)
-    held = [h for h in hit if all("sibling runs" in (x.reason or "") for x in
-                                  (ests.get(q, {}).get(h[0]["cell_id"]) for q in ("compiled", "speedup")) if x is not None and x.called)]
+    held = [h for h in hit if all("sibling runs" in (x.reason or "") for x in _called_step(ests, h[0]["cell_id"]))]
     holds = ("its interval holds the run-to-run spread of sibling runs, the draw among it" if len(held) == len(hit) else
              f"the interval of {len(hit) - len(held)} of them holds only its processes' spread, which cannot show "
              "that draw: repeat the runs (three sibling runs put their spread in the interval), or collect "

@@ -135,10 +135,6 @@ def _env_value(v) -> str:
     return "(none)" if v == "" else str(v)
 
 
-def _pct(r: float) -> str:
-    return f"{(r - 1) * 100:+.1f}%"
-
-
 def run_intervals(loaded: Loaded, run_id: str, reps: int) -> dict[str, tuple[float, float]]:
     """Each compiled cell's 95% speedup interval as the run's own report computes it
     (stats.run_stats: computed once per run, whoever asks first)."""
@@ -205,8 +201,8 @@ def _pair_rows(pairs: list[dict], calls: dict) -> tuple[list[PairRow], list[tupl
 
 def _summary(groups: list[compare_groups.GroupChange]) -> list[SummaryRow]:
     return [SummaryRow(g.phase, g.mode, g.scope, g.dtype, g.cells, fmt_x(g.speedup_a), fmt_x(g.speedup_b),
-                       _pct(g.speedup[0]), f"{_pct(g.speedup[1])} to {_pct(g.speedup[2])}",
-                       _pct(g.compiled[0]), f"{_pct(g.compiled[1])} to {_pct(g.compiled[2])}", g.improved, g.regressed)
+                       compare_groups.pct(g.speedup[0]), f"{compare_groups.pct(g.speedup[1])} to {compare_groups.pct(g.speedup[2])}",
+                       compare_groups.pct(g.compiled[0]), f"{compare_groups.pct(g.compiled[1])} to {compare_groups.pct(g.compiled[2])}", g.improved, g.regressed)
             for g in groups]
 
 

@@ -72,11 +72,11 @@ def earlier_runs(out_dir: Path, target, own: set[str]) -> list[EarlierRun]:
 
 
 def _cells(run: EarlierRun) -> list[dict]:
+    import pyarrow.parquet as pq
+
     got = []
     for f in (run.folder / "cells").glob("*.parquet"):
         try:
-            import pyarrow.parquet as pq
-
             t = pq.read_table(f)
             got += t.select([c for c in COLUMNS if c in t.column_names]).to_pylist()
         except Exception:  # noqa: BLE001 - an older or damaged file: no prior from it
