@@ -95,6 +95,7 @@ help: ## list the targets
 	@echo "                   cells again (SLURM_TIME= a new limit); WATCH=1 follows it until nothing is queued or running"
 	@echo "                   LAUNCHER=fork|exec (fork cell processes from a parent with torch imported: default)"
 	@echo "                   STOP_AFTER=<seconds> (start no new cell after that; the same command resumes)"
+	@echo "                   DEVICE=auto|cuda|cpu SHARD=<k>/<N> (the k-th of N disjoint slices, its own run folder)"
 	@echo "                   PORTABLE=1 (also time a compile from the portable cache artifacts)"
 	@echo "                   SWEEP=1 (inference: other batch sizes in the same process, recompiles counted)"
 	@echo "                   PROFILE=1 (after timing, each side's kernels by kind and name: torch.profiler, cold process)"
@@ -110,7 +111,7 @@ help: ## list the targets
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02] [PER_CELL_FIRST_CALL=1]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
-	@echo "                   measured (benchmarks/false_alarms.py): fails 4 of 156 same-torch comparisons, 15 of 17 planted GPU pairs"
+	@echo "                   measured (benchmarks/false_alarms.py): fails 4 of 164 same-torch comparisons, 15 of 17 planted GPU pairs"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 
@@ -144,15 +145,15 @@ confirm: $(COLLECT_DEPS) ## re-measure (PROCESSES, default 3) the cells of two s
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
 	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
-	$(PY) -m collector.slurm status "$(RUNS)/$(RUN)" $(if $(call on,$(RESUBMIT)),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(call on,$(WATCH)),--watch)
+	$(PY) -m collector.slurm.submit status "$(RUNS)/$(RUN)" $(if $(call on,$(RESUBMIT)),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(call on,$(WATCH)),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
 	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }
-	$(PY) -m collector.slurm cancel "$(RUNS)/$(RUN)"
+	$(PY) -m collector.slurm.submit cancel "$(RUNS)/$(RUN)"
 
 merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS="<folder> <folder> ..."
 	@test -n "$(RUN)" -a -n "$(SHARDS)" || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }
-	$(PY) -m collector.shard merge --into "$(RUNS)/$(RUN)" $(SHARDS)
+	$(PY) -m collector.commands.shard merge --into "$(RUNS)/$(RUN)" $(SHARDS)
 
 report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published examples to reports/ (index.html); RUN=, ALL=1
 	$(PY) -m analysis $(REPORT_ARGS)

@@ -11,14 +11,18 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import index, repeats, stats
-from analysis.context import build_run_report, prepare
-from analysis.load import DataError, discover_runs, load
-from analysis.compare import build_compare_report
-from analysis.history import History
-from analysis.render import render, render_compare
+from analysis.commands import index
 
-from analysis.index import ROOT  # the checkout, or the current folder for an installed package
+from analysis.compare_report import repeats
+
+from analysis.stats import core as stats
+from analysis.run_report.context import build_run_report, prepare
+from analysis.data.load import DataError, discover_runs, load
+from analysis.compare_report.compare import build_compare_report
+from analysis.stats.history import History
+from analysis.render.pages import render, render_compare
+
+from analysis.commands.index import ROOT  # the checkout, or the current folder for an installed package
 
 
 class OutputError(OSError):
@@ -85,12 +89,12 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["confirm"]:  # python -m analysis confirm --baseline A --candidate B (analysis/screen.py)
-        from analysis import screen
+    if argv[:1] == ["confirm"]:  # python -m analysis confirm --baseline A --candidate B (analysis/commands/screen.py)
+        from analysis.commands import screen
 
         return screen.main(argv[1:])
     if argv[:1] == ["gate"]:  # python -m analysis gate --baseline A --candidate B --max-regression 5%
-        from analysis import gate
+        from analysis.commands import gate
 
         return gate.main(argv[1:])
     args = parse_args(argv)

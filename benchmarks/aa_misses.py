@@ -4,7 +4,7 @@
 
 For each pair of runs of the same cells (3+ processes a cell), prints every cell whose B speedup
 lies outside A's 95% interval, both as the reports show them (A's interval from A's own report,
-`analysis.compare.run_intervals`; the same count as the comparison report's "holds ... in N of M"
+`analysis.compare_report.compare.run_intervals`; the same count as the comparison report's "holds ... in N of M"
 line), with B's shift against A and the interval's half-width, and a count per pair. A miss of a
 few hundredths of a percent is a run-level shift that the processes of one run cannot show
 (docs/validation.md, "A/A: what a comparison calls when nothing changed"); the comparison's minimum effect is what keeps such
@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.calibration import misses  # noqa: E402
-from analysis.context import prepare  # noqa: E402
-from analysis.load import discover_runs, load  # noqa: E402
+from analysis.commands.calibration import misses  # noqa: E402
+from analysis.run_report.context import prepare  # noqa: E402
+from analysis.data.load import discover_runs, load  # noqa: E402
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

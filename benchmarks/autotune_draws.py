@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.stats import welch  # noqa: E402
-from collector.contract import autotune_processes, autotune_record, process_medians  # noqa: E402
+from analysis.stats.core import welch  # noqa: E402
+from collector.record.contract import autotune_processes, autotune_record, process_medians  # noqa: E402
 
 
 def compiles(run: Path, cell_id: str) -> list[dict]:

@@ -4,7 +4,7 @@ alternative would, on committed run pairs collected with COLD_REPLICATES=1.
     python benchmarks/cold_compile_power.py cp-a:cp-b cp-a:cp-p cp-b:cp-p cr-cpu-a:cr-cpu-b ...
 
 Per cell: the change of the geometric mean of the processes' cold first calls, the comparison's interval
-(analysis/estimates.py first_call_processes: Welch's t on the logarithms, widened by the run-wide A/A
+(analysis/stats/estimates.py first_call_processes: Welch's t on the logarithms, widened by the run-wide A/A
 shift) and a pooled one (one process variance over every cell of the pair, so more degrees of
 freedom, with the same widening), each marked * where it calls a change. The pooled interval assumes
 every cell's compile is as noisy as the others; docs/validation.md, "Planted changes: what a comparison finds", says why
@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis import estimates as est  # noqa: E402
-from analysis.stats import MIN_EFFECT, t_quantile  # noqa: E402
+from analysis.stats import estimates as est  # noqa: E402
+from analysis.stats.core import MIN_EFFECT, t_quantile  # noqa: E402
 
 
 def cold_logs(run: Path) -> dict[str, np.ndarray]:

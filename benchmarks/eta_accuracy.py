@@ -6,7 +6,7 @@ For each run (or group of interleaved runs) measured one cell at a time, the cel
 order they started (started_at) with the time each took (cell_wall_s; an interpreter's first cell of
 each command includes its fork parent's start, run.json's parent_import_s, which the collector's
 estimate sets apart as it does live); at every cell from the third on,
-collector.progress.Progress estimates the time left, once with the queue's plan (each cell from the
+collector.host.progress.Progress estimates the time left, once with the queue's plan (each cell from the
 finished cells most like it) and once without (the mean of all finished cells). Prints, per run, the
 median and the worst relative error of each against the time that was in fact left.
 """
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from collector.progress import Progress, as_cold, prior_times  # noqa: E402
+from collector.host.progress import Progress, as_cold, prior_times  # noqa: E402
 
 GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters interleaved in one queue
     "t3-h200 (3 interpreters, interleaved)": ("t3-h200-torch2.11.0-cu130", "t3-h200-torch2.12.1-cu130",

@@ -29,11 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis import estimates as est, gate, pair_estimates, stats  # noqa: E402
-from analysis.compare import check_comparable  # noqa: E402
-from analysis.context import prepare  # noqa: E402
-from analysis.history import History  # noqa: E402
-from analysis.load import discover_runs, load  # noqa: E402
+from analysis.stats import estimates as est, pair_estimates, core as stats
+
+from analysis.commands import gate  # noqa: E402
+from analysis.compare_report.compare import check_comparable  # noqa: E402
+from analysis.run_report.context import prepare  # noqa: E402
+from analysis.stats.history import History  # noqa: E402
+from analysis.data.load import discover_runs, load  # noqa: E402
 
 PLANT_KEYS = ("plant_slowdown_pct", "plant_compile_ms", "plant_delay_ms")
 GATE_BOUND = 0.05  # `make gate`'s default --max-regression
@@ -151,7 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--min-effect", type=float, default=stats.MIN_EFFECT)
     ap.add_argument("--pairs", action="store_true", help="a line per same-torch pair")
     ap.add_argument("--without-history", action="store_true",
-                    help="each run's interval from its processes alone (no sibling runs' spread, analysis/history.py)")
+                    help="each run's interval from its processes alone (no sibling runs' spread, analysis/stats/history.py)")
     args = ap.parse_args(argv)
     got = measure(Path(args.data), args.min_effect, args.pairs, not args.without_history)
     show_missed_cpu = args.pairs

@@ -6,7 +6,7 @@ Reads the committed A/A run pairs (the same cells measured twice: same machine, 
 other launcher, other interpreter) and prints, for the cold and the warm-cache first call of the
 compiled side, the 95% quantile and the largest |ln(B/A)| over every paired ok cell, and the largest
 |mean ln(B/A)| over the pairs (the shift a whole run shares). These are the A/A noise figures
-behind the comparison's first-call intervals (analysis/estimates.py: FIRST_CALL_NOISE,
+behind the comparison's first-call intervals (analysis/stats/estimates.py: FIRST_CALL_NOISE,
 FIRST_CALL_RUN_NOISE; docs/comparison.md). Also prints the compiled peak-memory figures.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.context import prepare  # noqa: E402
-from analysis.load import discover_runs, load, sql  # noqa: E402
+from analysis.run_report.context import prepare  # noqa: E402
+from analysis.data.load import discover_runs, load, sql  # noqa: E402
 
 # (A, B): the same cells measured twice (docs/measurement.md lists each experiment)
 AA_PAIRS = [("aa-x2-y", "aa-x2-w"), ("aa-x2-y", "aa-x2-z"), ("aa-x2-x", "aa-x2-y"), ("aa-h200-a", "aa-h200-c"),

@@ -1,5 +1,5 @@
 """Count the guards a compile installed, by kind, from cell logs collected with TORCH_LOGS=guards
-(`bash benchmarks/versions_gpu.sh guards RUN CELLS PY...`); one column a log, gzipped logs too.
+(`bash benchmarks/gpu_machine/versions_gpu.sh guards RUN CELLS PY...`); one column a log, gzipped logs too.
 
     python benchmarks/guard_counts.py data/examples/gd-torch2.11.0-cu130/logs/*.log.gz \\
         data/examples/gd-torch2.14.1-cu130/logs/*.log.gz

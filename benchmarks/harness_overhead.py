@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.timing import CpuClock, CudaClock  # noqa: E402
+from collector.child.timing import CpuClock, CudaClock  # noqa: E402
 
 
 def bare_loop_us(step, n: int) -> float:

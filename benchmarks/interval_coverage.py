@@ -9,9 +9,9 @@ every process and side at its own lognormal level with sd `between`), true speed
 counts how often each method's 95% interval covers the truth:
 - one-level: today's paired block bootstrap over all samples pooled as one process;
 - hierarchical bootstrap: resample processes, then blocks inside each (percentile interval);
-- t over processes: analysis/stats.py (Student's t on the per-process estimates, P - 1 df).
+- t over processes: analysis/stats/core.py (Student's t on the per-process estimates, P - 1 df).
 With --aa it simulates A/A comparisons instead (the same cells collected twice, nothing changed)
-and gives the two figures a comparison report prints for them, as analysis/compare.py computes
+and gives the two figures a comparison report prints for them, as analysis/compare_report/compare.py computes
 them: how often A's 95% interval holds B's speedup estimate, and how often the 95% interval of the
 change B/A holds no change (that is, no change is called); beside it, the same for a Welch
 interval on the two runs' per-process log speedups (a candidate replacement), and the ratio of
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from analysis import stats  # noqa: E402
-from analysis.calibration import real  # noqa: E402
-from analysis.stats import welch  # noqa: E402
+from analysis.stats import core as stats  # noqa: E402
+from analysis.commands.calibration import real  # noqa: E402
+from analysis.stats.core import welch  # noqa: E402
 
 TRUE = 1.5
 BLOCKS, SPB = 8, 10
@@ -72,7 +72,7 @@ def aa(sims: int) -> None:
                 cells = [simulate(rng, processes, between) for _ in range(sims)]
                 runs.append([stats.CellSamples(i, e.ravel(), c.ravel(), BLOCKS, SPB, processes)
                              for i, (e, c) in enumerate(cells)])
-            ma, mb = stats.cell_dists(runs[0]), stats.cell_dists(runs[1])  # exact (analysis/tdist.py)
+            ma, mb = stats.cell_dists(runs[0]), stats.cell_dists(runs[1])  # exact (analysis/stats/tdist.py)
             holds = change0 = welch0 = 0
             widths = []
             for cell_a, cell_b in zip(runs[0], runs[1]):

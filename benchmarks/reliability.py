@@ -4,7 +4,7 @@ message, losing, duplicating and corrupting nothing?
 
     python benchmarks/reliability.py [--points 20] [--signals 120] [--seed 0]
 
-Uses a stand-in cell program (collector/fake_python.py through collector/faults.py, 0.1-0.4 s a cell) so that many kill points
+Uses a stand-in cell program (tests/support/fake_python.py through tests/support/faults.py, 0.1-0.4 s a cell) so that many kill points
 fit in a minute; the collector, its scheduling, locking and file writes are the real ones.
 Prints the line that docs/reliability.md quotes.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.faults import kill_and_resume, signal_and_resume  # noqa: E402
+from tests.support.faults import kill_and_resume, signal_and_resume  # noqa: E402
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.compact import compact_run  # noqa: E402
-from collector.schema import write_row  # noqa: E402
+from collector.record.compact import compact_run  # noqa: E402
+from collector.record.schema import write_row  # noqa: E402
 
 
 def synth(root: Path, n: int, processes: int = 3) -> Path:

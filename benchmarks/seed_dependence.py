@@ -1,6 +1,6 @@
 """How often the drawn change interval the comparison used before exact intervals (1,000 replicates
 of each run's multivariate t, stats.process_replicates) calls a cell's speedup change, over many seed
-pairs, beside the exact call (analysis/tdist.py) that no seed moves.
+pairs, beside the exact call (analysis/stats/tdist.py) that no seed moves.
 
     python benchmarks/seed_dependence.py v-h200-torch2.11.0-cu130 v-h200-torch2.14.1-cu130 [--seeds 60]
 
@@ -19,9 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis import estimates as est, pair_estimates, stats  # noqa: E402
-from analysis.context import prepare  # noqa: E402
-from analysis.load import discover_runs, load  # noqa: E402
+from analysis.stats import estimates as est, pair_estimates, core as stats  # noqa: E402
+from analysis.run_report.context import prepare  # noqa: E402
+from analysis.data.load import discover_runs, load  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from collector.contract import suite_of  # noqa: E402  (the collector's own rule: the prefix names the suite)
+from collector.record.contract import suite_of  # noqa: E402  (the collector's own rule: the prefix names the suite)
 
 
 def cells(run_dir: Path) -> dict[str, dict]:

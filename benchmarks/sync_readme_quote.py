@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.fmt import verdict_block  # noqa: E402
+from analysis.stats.fmt import verdict_block  # noqa: E402
 
 
 def main() -> int:

@@ -2,5 +2,5 @@
 
 Nothing imported at package level touches torch: the parent process only
 schedules cells and records their rows; torch lives in the child
-(`collector.cell`) and in the environment probe (`collector.envinfo`).
+(`collector.child.cell`) and in the environment probe (`collector.host.envinfo`).
 """

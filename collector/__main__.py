@@ -13,18 +13,17 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, lambda signum, frame: _EARLY_STOP.append(signum))
 
 import argparse  # noqa: E402
-import math
-import os
 import sys
 from pathlib import Path
 
 try:
-    from collector import executors, models, scratch, shard  # noqa: E402
-    from collector import matrix as mx  # noqa: E402
-    from collector.cell import memory_limit_mb  # noqa: E402
-    from collector.runner import PROJECT_ROOT  # noqa: E402
-    from collector.stop import INTERRUPTED, REPORTED, interrupt  # noqa: E402
-    from collector.store import RunError, check_run_id  # noqa: E402
+    from collector.commands import executors, options, shard
+    from collector.host import scratch  # noqa: E402
+    from collector.plan import matrix as mx  # noqa: E402
+    from collector.child.cell import memory_limit_mb  # noqa: E402
+    from collector.host.runner import PROJECT_ROOT  # noqa: E402
+    from collector.host.stop import INTERRUPTED, REPORTED, interrupt  # noqa: E402
+    from collector.host.store import RunError, check_run_id  # noqa: E402
 except ModuleNotFoundError as _missing:  # a bare interpreter: say what to install, not a traceback
     if __name__ != "__main__":
         raise
@@ -35,120 +34,15 @@ except ModuleNotFoundError as _missing:  # a bare interpreter: say what to insta
     sys.exit(2)
 
 
-def _csv(kind):
-    def parse(text: str):
-        items = [t.strip() for t in text.split(",") if t.strip()] if text.strip() else []
-        if kind is int:
-            try:
-                return [int(t) for t in items]
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-        return items
-    return parse
-
-
-def parse_models(text: str) -> list[str]:
-    """--models / MODELS=: comma-separated models, each with options after a colon, and the options
-    of one model also comma-separated: `mlp,gpt:layers=2,seq_len=128` is mlp and gpt with two
-    options. A piece with `=` and no `:` continues the model before it (model names have no `=`)."""
-    out: list[str] = []
-    for piece in (t.strip() for t in text.split(",")):
-        if not piece:
-            continue
-        if "=" in piece and ":" not in piece:
-            if not out or ":" not in out[-1]:
-                raise argparse.ArgumentTypeError(
-                    f"--models: option {piece!r} follows no model; write it as model:{piece}")
-            out[-1] += "," + piece
-        else:
-            out.append(piece)
-    return out
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
-    return value
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options of collector/commands/options.py (the one table), parsed."""
     p = argparse.ArgumentParser(prog="python -m collector", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="auto",
-                   help=f"auto (default on a GPU, smoke on a CPU), a name ({', '.join(mx.preset_names())}) "
-                        "or a path to a .toml file")
-    p.add_argument("--models", type=parse_models,
-                   help=f"comma-separated, options after a colon (gpt:layers=2,seq_len=128); built in: "
-                        f"{', '.join(models.names())}")
-    p.add_argument("--phases", type=_csv(str), help=f"{', '.join(mx.PHASES)}")
-    p.add_argument("--modes", type=_csv(str), help=f"{', '.join(mx.MODES)}")
-    p.add_argument("--dtypes", type=_csv(str), help=f"{', '.join(mx.DTYPES)}")
-    p.add_argument("--batch-sizes", type=_csv(int), dest="batch_sizes")
-    p.add_argument("--scopes", type=_csv(str), dest="compile_scopes", help=f"{', '.join(mx.SCOPES)}")
-    p.add_argument("--dynamic", type=_csv(str), help=f"torch.compile dynamic shapes: {', '.join(mx.DYNAMIC)}")
-    for setting in mx.SETTINGS:  # the protocol's options, declared once (collector/matrix.py)
-        if setting.cli:
-            kind = dict(choices=["0", "1"]) if setting.kind is bool else dict(type=setting.kind)
-            p.add_argument(setting.cli, dest=setting.name, help=setting.help or None,
-                           metavar="PCT" if setting.name == "plant_slowdown_pct" else None, **kind)
-    p.add_argument("--device", choices=list(mx.DEVICES))
-    p.add_argument("--run-id", help="run directory name (default: <preset>-<device>-torch<version>)")
-    p.add_argument("--out", default=str(PROJECT_ROOT / "data" / "runs"), help="parent of run directories")
-    p.add_argument("--gpus", default="",
-                   help="measure cells concurrently, one per GPU: comma-separated indices or 'all' "
-                        "(default: one cell at a time on the default device, the cleanest timing)")
-    p.add_argument("--retry-failed", action="store_true", dest="retry_failed",
-                   help="measure again the cells of this run whose saved row failed (crash, timeout, error)")
-    p.add_argument("--stop-after", type=_seconds, default=None, dest="stop_after", metavar="SECONDS",
-                   help="wall-clock budget: start no new cell after this many seconds (cells in flight "
-                        "finish); the same command resumes the rest")
-    p.add_argument("--shard", default=None, metavar="K/N",
-                   help="measure only the K-th of N disjoint slices of the matrix (K from 1 to N), in its own "
-                        "run folder <run id>-shard<K>of<N>; `make merge` joins the shards (collector/shard.py)")
-    p.add_argument("--cells", type=_csv(str), default=None, metavar="PATTERN[,PATTERN]",
-                   help="only the matrix's cells whose id matches one of these shell patterns "
-                        "(e.g. 'gpt__infer__*__bs128__*'; --dry-run lists the ids)")
-    p.add_argument("--executor", choices=("local", "slurm"), default="local",
-                   help="local: measure here (default); slurm: submit one SLURM array task per cell "
-                        "through submitit and return (progress: python -m collector.slurm status RUN_DIR)")
-    p.add_argument("--slurm-partition", dest="slurm_partition")
-    p.add_argument("--slurm-account", dest="slurm_account")
-    p.add_argument("--slurm-constraint", dest="slurm_constraint", help="e.g. the GPU model's feature name")
-    p.add_argument("--slurm-time", dest="slurm_time", type=int, metavar="MINUTES",
-                   help="time limit of each cell's task (default 60)")
-    p.add_argument("--slurm-parallelism", dest="slurm_parallelism", type=int,
-                   help="array tasks running at once (default 16)")
-    p.add_argument("--slurm-cpus", dest="slurm_cpus", type=int, metavar="N",
-                   help="CPUs per task (sbatch --cpus-per-task; default 8, at most half the partition's smallest node)")
-    p.add_argument("--site-profile", dest="site_profile", metavar="FILE.toml",
-                   help="slurm: the site's settings (partition, account, qos, gres, cpus, mem, time, setup lines, "
-                        "sbatch options; docs/slurm.md); a --slurm-* option given here wins over the file")
-    p.add_argument("--slurm-gpus", dest="slurm_gpus", type=int, metavar="N",
-                   help="GPUs per task (default 1 for a CUDA matrix, 0 for a CPU one)")
-    p.add_argument("--slurm-mem", dest="slurm_mem", metavar="MEM", help="memory per node, as sbatch takes it (e.g. 64G)")
-    p.add_argument("--slurm-qos", dest="slurm_qos", metavar="QOS")
-    p.add_argument("--slurm-exclusive", action="store_true", dest="slurm_exclusive",
-                   help="a whole node per task (sbatch --exclusive): no other job beside a timed cell")
-    p.add_argument("--slurm-arg", action="append", dest="slurm_args", default=[], metavar="KEY[=VALUE]",
-                   help="any other sbatch option, repeatable (e.g. gres=gpu:h200:1, reservation=bench; KEY alone: a flag)")
-    p.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
-                   help="slurm: let nodes whose torch or GPU differs from the run's write their rows")
-    p.add_argument("--python", action="append", dest="pythons", metavar="[LABEL=]PATH",
-                   help="interpreter that runs each cell (default: this one). Repeat it to measure the same "
-                        "matrix under several interpreters (torch versions) on this machine, interleaved cell by "
-                        "cell; each writes its own run, <run id>-<LABEL> (LABEL default: torch<version>)")
-    p.add_argument("--plant-on", type=_csv(str), dest="plant_on", metavar="LABEL[,LABEL]",
-                   help="with several --python: plant the slowdown (--plant-slowdown) in these interpreters' "
-                        "runs only (default: all)")
-    p.add_argument("--launcher", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec",
-                   help="how each cell process starts: fork it from a parent that has imported torch, Dynamo "
-                        "and Inductor once (default; saves ~8-10 s a process) or exec a fresh interpreter")
-    p.add_argument("--dry-run", action="store_true", help="validate and list the cells, measure nothing")
-    return p.parse_args(argv)
+    options.add_to(p)
+    args = p.parse_args(argv)
+    args.out = args.out or str(PROJECT_ROOT / "data" / "runs")
+    args.slurm_args = args.slurm_args or []
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         memory_limit_mb()  # a bad setting is an error before anything runs, not a crashed row per cell
         if args.run_id:
             check_run_id(args.run_id)
+        options.refuse_unused(args.executor, args)  # an option this executor would not use: named, not ignored
         req = executors.Request(
             preset=args.preset, overrides=overrides, out=Path(args.out), run_id=args.run_id,
             pythons=[executors.split_python(t) for t in (args.pythons or [sys.executable])],

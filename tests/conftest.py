@@ -20,10 +20,10 @@ def fixture_copy(tmp_path) -> Path:
 @pytest.fixture(autouse=True)
 def _no_published_prior(monkeypatch, tmp_path_factory):
     """In-process collects estimate from their own test's runs, not from this checkout's published
-    runs (collector.earlier.PUBLISHED); a test that means to read published runs sets its own."""
-    import collector.earlier
+    runs (collector.host.earlier.PUBLISHED); a test that means to read published runs sets its own."""
+    import collector.host.earlier
 
-    monkeypatch.setattr(collector.earlier, "PUBLISHED", tmp_path_factory.getbasetemp() / "no-published-runs")
+    monkeypatch.setattr(collector.host.earlier, "PUBLISHED", tmp_path_factory.getbasetemp() / "no-published-runs")
 
 
 # Tiers (make test-fast leaves these out): the real-SLURM tests (test_slurm's tests named *real*;

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.schema import write_row  # noqa: E402
+from collector.record.schema import write_row  # noqa: E402
 
 OUT = Path(__file__).parent / "fixtures" / "small"
 RUN_ID = "fixture-small"

@@ -8,9 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.__main__ import main as analysis_main
-from analysis.context import build_run_report, prepare
-from analysis.load import DataError, discover_runs, load
-from analysis.render import md_cell, render
+from analysis.run_report.context import build_run_report, prepare
+from analysis.data.load import DataError, discover_runs, load
+from analysis.render.pages import md_cell, render
 from conftest import FIXTURE, ROOT
 
 GOLDEN_HTML = ROOT / "tests" / "golden" / "fixture-small.html"
@@ -124,7 +124,7 @@ def test_md_cell_escapes():
 
 
 def test_md_code_shows_text_as_written_in_a_fence_longer_than_its_backticks():
-    from analysis.render import md_code
+    from analysis.render.pages import md_code
     assert md_code("<b>x</b>\n y") == "`<b>x</b> y`"
     assert md_code("a `b` c") == "``a `b` c``" and md_code("`x") == "`` `x ``"
 
@@ -227,7 +227,7 @@ def test_launch_bound_judged_on_an_empty_launch_queue(tmp_path):
     step; only each block's first sample (after the block's synchronise) shows the host's own time."""
     import json as _json
 
-    from collector.schema import write_row
+    from collector.record.schema import write_row
 
     run = tmp_path / "lb"
     (run / "cells").mkdir(parents=True)
@@ -261,7 +261,7 @@ def test_heatmap_keeps_whole_step_scope_apart_from_model_scope(tmp_path):
     model-scope geomean and the step scope as its own column, not one mixed number."""
     import shutil
 
-    from analysis.context import _records
+    from analysis.run_report.context import _records
 
     shutil.copytree(ROOT / "data" / "examples" / "default-h200", tmp_path / "default-h200")
     loaded, runs = _loaded(tmp_path)
@@ -277,7 +277,7 @@ def test_compile_chart_shows_every_cell_up_to_its_cap_and_says_when_it_truncates
     """65 compiled cells fit (the old cap of 40 silently dropped every training cell of the H200
     run); past MAX_BARS the title says so; a 300 s autotuning compile beside 1 s warm calls puts
     the axis on a log scale."""
-    from analysis import charts
+    from analysis.render import charts
 
     shown = {}
 
@@ -321,7 +321,7 @@ def test_headline_keeps_float32_apart_from_bf16(tmp_path):
 
 
 def test_failure_summary_names_where_a_dead_process_got_to():
-    from analysis.context import failure_summary
+    from analysis.run_report.context import failure_summary
 
     old = ("cell process died (killed by signal SIGSEGV) without a result\n\n=== 2026-11-30T06:56:44 cold ===\n"
            "[cell +   0.0s] setup\n[cell +   9.1s] eager first call 0.21 s, warmed up\n"
@@ -337,8 +337,8 @@ def test_failure_summary_names_where_a_dead_process_got_to():
 def test_eager_outlier_is_named_in_the_why_column():
     """ResNet-50 max-autotune in the H200 run: 3.41x against reduce-overhead's 2.80x, but its
     eager side landed 20% above the model's other cells; the why column must say so."""
-    from analysis.context import mark_eager_outliers
-    from analysis.why import why_text
+    from analysis.run_report.context import mark_eager_outliers
+    from analysis.explain.why import why_text
 
     def row(mode, eager, model="resnet50"):
         return {"model": model, "phase": "infer", "dtype": "amp_bf16", "batch_size": 32, "mode": mode,
@@ -387,7 +387,7 @@ def test_cpu_report_leaves_out_device_only_sections_and_says_why(tmp_path):
 
 
 def test_one_byte_unit_per_column():
-    from analysis.context import byte_unit, fmt_bytes
+    from analysis.run_report.context import byte_unit, fmt_bytes
 
     unit = byte_unit([900 * 2**20, 3 * 2**30, None])
     assert unit == "GiB" and fmt_bytes(900 * 2**20, unit) == "0.9 GiB" and fmt_bytes(None, unit) == "-"

@@ -1,12 +1,12 @@
-"""Which side moved a speedup change (analysis/attribution.py), on the H200 version comparison's
+"""Which side moved a speedup change (analysis/stats/attribution.py), on the H200 version comparison's
 figures: a speedup that rose because eager got slower is an eager change, never a compiled gain."""
 import json
 
 import pytest
 from conftest import ROOT
 
-from analysis import attribution as at
-from analysis import estimates as est
+from analysis.stats import attribution as at
+from analysis.stats import estimates as est
 
 
 def _e(q, point):

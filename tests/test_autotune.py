@@ -1,4 +1,4 @@
-"""The autotuned launch configurations read from a cell's cache folder (collector/autotune.py).
+"""The autotuned launch configurations read from a cell's cache folder (collector/host/autotune.py).
 
 The folder is laid out as Inductor and Triton lay it out (inductor/<2 chars>/<hash>.py beside
 <key>.best_config; triton/<triton hash>/<kernel>.cubin|json); the real read happens on a GPU, where
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 
-from collector import autotune, contract, schema
+from collector.host import autotune
+
+from collector.record import contract, schema
 
 
 def _kernel(root, bucket, name, config, triton_hash, other_py=None):

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.context import build_run_report, prepare
-from analysis.load import discover_runs, load
-from analysis.render import render
+from analysis.run_report.context import build_run_report, prepare
+from analysis.data.load import discover_runs, load
+from analysis.render.pages import render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

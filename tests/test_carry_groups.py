@@ -1,4 +1,4 @@
-"""benchmarks/carry_groups.py: the pieces of several torch stacks grouped for the GPU machine's carry
+"""benchmarks/gpu_machine/carry_groups.py: the pieces of several torch stacks grouped for the GPU machine's carry
 limit, a shared wheel's pieces once, each version's manifest with the last group."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("carry_groups", ROOT / "benchmarks" / "carry_groups.py")
+spec = importlib.util.spec_from_file_location("carry_groups", ROOT / "benchmarks" / "gpu_machine" / "carry_groups.py")
 carry_groups = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(carry_groups)
 
@@ -43,7 +43,7 @@ def test_groups_fit_the_limit_and_a_shared_wheel_travels_once(tmp_path, capsys):
 
 def test_a_missing_download_or_piece_is_named(tmp_path):
     whl = tmp_path / ".whl"
-    with pytest.raises(SystemExit, match=r"no .*torch-2.13.0/MANIFEST: run `bash benchmarks/torch-stack download 2.13.0`"):
+    with pytest.raises(SystemExit, match=r"no .*torch-2.13.0/MANIFEST: run `bash benchmarks/gpu_machine/torch-stack download 2.13.0`"):
         carry_groups.main(["2.13.0", "--whl", str(whl), "--out", str(tmp_path / ".carry")])
     stack(whl, "2.12.1", {"torch-2.12.1.whl": [10]})
     (whl / "torch-2.12.1" / "MANIFEST").write_text("0123 torch-2.12.1.whl\n0456 triton.whl\n")

@@ -8,9 +8,11 @@ import statistics
 import pytest
 import torch
 
-from collector import accuracy, cell, models, plant, timing
-from collector import sides as sides_mod
-from collector.matrix import Protocol
+from collector.child import accuracy, cell, plant, timing
+
+from collector import models
+from collector.child import sides as sides_mod
+from collector.plan.matrix import Protocol
 from dataclasses import asdict
 
 TINY = {"mlp": "mlp:d_model=16,hidden=32", "gpt": "gpt:layers=1,d_model=32,heads=2,seq_len=8,vocab=64",
@@ -289,7 +291,7 @@ def test_compiled_side_shares_no_mutable_state_with_the_eager_side():
     `step` state moved to the device and slowed the eager step by 20-35%)."""
     spec = _spec(TINY["mlp"], phase="train")
     spec["cell"]["compile_scope"] = "step"
-    from collector.job import Job
+    from collector.plan.job import Job
 
     job = Job.from_json(spec)
     torch_, dev, module, inputs, target, loss_fn, autocast, _ = sides_mod._setup(job)
@@ -321,7 +323,7 @@ def test_timed_blocks_alternate_sides_with_the_given_layout():
 
     class FakeClock:
         def block(self, step, n, k=1):
-            from collector.timing import Block
+            from collector.child.timing import Block
 
             for _ in range(n * k):
                 step()
@@ -429,7 +431,7 @@ def test_host_hygiene_kills_the_compile_workers_instead_of_waiting_for_them(tmp_
 import os, time, torch
 import torch._inductor.config as config
 from torch._inductor.async_compile import AsyncCompile
-from collector import hygiene
+from collector.child import hygiene
 config.compile_threads = 2
 AsyncCompile.warm_pool()
 deadline = time.time() + 30

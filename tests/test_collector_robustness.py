@@ -14,18 +14,18 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from collector.launch import LauncherBase
-from collector.faults import MATRIX, fake_python, signal_and_resume
-from collector import contract
-from collector import matrix as mx
-from collector import runner, stop
+from collector.host.launch import LauncherBase
+from support.faults import MATRIX, fake_python, signal_and_resume
+from collector.record import contract
+from collector.plan import matrix as mx
+from collector.host import runner, stop
 from collector.__main__ import main as collector_main
-from collector.__main__ import parse_models
-from collector.cell import classify
-from collector.cell_output import LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, _tail
-from collector.launch import SubprocessLauncher
-from collector.cell_measure import measure_cell
-from collector.runner import collect, size_note
+from collector.commands.options import parse_models
+from collector.child.cell import classify
+from collector.host.cell_output import LOG_HEAD_BYTES, LOG_TAIL_BYTES, CappedLog, _tail
+from collector.host.launch import SubprocessLauncher
+from collector.host.cell_measure import measure_cell
+from collector.host.runner import collect, size_note
 from conftest import ROOT
 from test_report_robustness import _tmpfs
 
@@ -81,7 +81,7 @@ def test_bad_input_is_one_message_and_exit_2(tmp_path, case):
         (tmp_path / "p.toml").mkdir()
         preset = str(tmp_path / "p.toml")
     elif case == "bom":  # a byte-order mark is read, not "Invalid statement"
-        (tmp_path / "p.toml").write_bytes(b"\xef\xbb\xbf" + (ROOT / "collector/presets/smoke.toml").read_bytes())
+        (tmp_path / "p.toml").write_bytes(b"\xef\xbb\xbf" + (ROOT / "collector/plan/presets/smoke.toml").read_bytes())
         preset = str(tmp_path / "p.toml")
     elif case == "latin1":
         (tmp_path / "p.toml").write_bytes('description = "café"\n'.encode("latin-1"))
@@ -186,12 +186,12 @@ def test_resume_measures_again_a_cell_whose_file_is_empty_truncated_or_foreign(t
 def test_a_cell_file_the_report_would_refuse_is_measured_again_and_both_sides_judge_alike(tmp_path):
     """A cell file with a column the contract lacks, a column of another type or an unknown schema
     version used to count as done for the collector (RETRY=1 included) while the report skipped it:
-    the collector now sets it aside and measures it again, and its judgement (collector.schema) is
-    the report's (analysis.load) on every such file and on the good ones."""
+    the collector now sets it aside and measures it again, and its judgement (collector.record.schema) is
+    the report's (analysis.data.load) on every such file and on the good ones."""
     import pyarrow as pa
 
-    from analysis.load import discover_runs, load
-    from collector import schema
+    from analysis.data.load import discover_runs, load
+    from collector.record import schema
 
     m = mx.build_matrix("smoke", {"models": ["mlp"], "processes": 1})
     run_dir = collect(m, ENV, tmp_path, "r", OkLauncher(), out=io.StringIO())
@@ -216,7 +216,7 @@ def test_a_cell_file_the_report_would_refuse_is_measured_again_and_both_sides_ju
 
 def test_a_fifo_as_run_json_is_refused_by_the_collector_merge_and_report_without_blocking(tmp_path):
     """A FIFO named run.json hung the collector (SIGTERM and SIGINT ignored: it read it without the
-    regular-file check) and `collector.shard merge`; the report refused it and rendered no run at
+    regular-file check) and `collector.commands.shard merge`; the report refused it and rendered no run at
     all. Now: the collector and merge refuse it by name (exit 2) at once, and the report renders
     the other runs, the bad one with a problem named."""
     (tmp_path / "bad" / "cells").mkdir(parents=True)
@@ -226,7 +226,7 @@ def test_a_fifo_as_run_json_is_refused_by_the_collector_merge_and_report_without
     got = subprocess.run([sys.executable, "-m", "collector", *args, "--run-id", "bad"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert got.returncode == 2 and "run.json is not a regular file" in got.stderr, got.stderr
-    got = subprocess.run([sys.executable, "-m", "collector.shard", "merge", "--into", str(tmp_path / "m"),
+    got = subprocess.run([sys.executable, "-m", "collector.commands.shard", "merge", "--into", str(tmp_path / "m"),
                           str(tmp_path / "bad"), str(tmp_path / "good")], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert got.returncode == 2 and "not a regular file" in got.stderr, got.stderr
@@ -291,8 +291,8 @@ def test_main_returns_130_on_keyboard_interrupt(tmp_path, monkeypatch):
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("collector.executors.collect_targets", stop)
-    monkeypatch.setattr("collector.executors.probe_env", lambda python, device: dict(ENV, gpu_name=None))
+    monkeypatch.setattr("collector.commands.executors.collect_targets", stop)
+    monkeypatch.setattr("collector.commands.executors.probe_env", lambda python, device: dict(ENV, gpu_name=None))
     assert collector_main(["--preset", "smoke", "--out", str(tmp_path), "--run-id", "r"]) == 130
 
 
@@ -379,7 +379,7 @@ def _shards(root, fixture):
 
 def test_a_merge_onto_a_full_disk_leaves_no_half_file_and_resumes_once_there_is_room(tmp_path):
     shards, n = _shards(tmp_path, ROOT / "tests" / "fixtures" / "small")
-    merge = [sys.executable, "-m", "collector.shard", "merge", "--into"]
+    merge = [sys.executable, "-m", "collector.commands.shard", "merge", "--into"]
     with _tmpfs(tmp_path / "m", "size=64k") as disk:
         done = subprocess.run([*merge, str(disk / "all"), *map(str, shards)], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
@@ -419,7 +419,7 @@ def test_the_environment_probe_dies_with_a_killed_collector(tmp_path):
     pidfile = tmp_path / "probe.pid"
     slow.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
     slow.chmod(0o755)
-    parent = subprocess.Popen([sys.executable, "-c", f"from collector.envinfo import probe_in; probe_in({str(slow)!r}, 'cpu')"],
+    parent = subprocess.Popen([sys.executable, "-c", f"from collector.host.envinfo import probe_in; probe_in({str(slow)!r}, 'cpu')"],
                               cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     for _ in range(200):
         if pidfile.exists() and pidfile.read_text().strip():

@@ -4,12 +4,12 @@ import json
 import numpy as np
 import pytest
 
-from analysis import stats
-from analysis.compare import build_compare_report
-from analysis.context import prepare
-from analysis.load import DataError, discover_runs, load
-from analysis.render import render_compare
-from collector.schema import write_row
+from analysis.stats import core as stats
+from analysis.compare_report.compare import build_compare_report
+from analysis.run_report.context import prepare
+from analysis.data.load import DataError, discover_runs, load
+from analysis.render.pages import render_compare
+from collector.record.schema import write_row
 
 ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "1.0"}
 
@@ -173,7 +173,7 @@ def test_the_h200_aa_misses_are_shifts_below_the_minimum_effect():
     from conftest import ROOT
 
     sys.path.insert(0, str(ROOT))
-    from analysis.calibration import misses
+    from analysis.commands.calibration import misses
 
     runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     loaded = load([runs["aa-x2-y"], runs["aa-x2-w"]])
@@ -297,7 +297,7 @@ def test_runs_of_different_collector_code_are_a_caveat(tmp_path):
 @pytest.mark.slow
 def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
     """run.json's environment records the Inductor/Dynamo/Triton/allocator variables set when the run
-    was collected (collector.envinfo.compile_env): where both runs recorded them and they differ, a
+    was collected (collector.host.envinfo.compile_env): where both runs recorded them and they differ, a
     caveat names both and the environment table shows them; the same settings say nothing; beside a run
     that did not record them (older runs), settings the other run had are named as such."""
     def report_with(settings):
@@ -323,9 +323,9 @@ def test_other_compile_settings_in_the_environment_are_a_caveat(tmp_path):
 
 
 def test_compile_env_records_the_settings_that_change_a_compile_and_nothing_else():
-    """collector.envinfo.compile_env: Inductor, Dynamo, Triton, allocator and logging variables, sorted;
+    """collector.host.envinfo.compile_env: Inductor, Dynamo, Triton, allocator and logging variables, sorted;
     not the per-process cache folders the collector sets, nor unrelated variables."""
-    from collector.envinfo import compile_env
+    from collector.host.envinfo import compile_env
     environ = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1", "TORCH_LOGS": "+dynamo", "HOME": "/root",
                "TORCHINDUCTOR_CACHE_DIR": "/tmp/x/inductor", "TRITON_CACHE_DIR": "/tmp/x/triton",
                "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_LAUNCH_BLOCKING": "1",
@@ -338,7 +338,7 @@ def test_compile_env_records_the_settings_that_change_a_compile_and_nothing_else
 def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     """Eager and compiled both 20% slower in B in every cell (a slower machine, not a slower
     compile): the headline says eager moved with it instead of "compiled is 20% slower"; the shift
-    is named once as run-wide (analysis/run_level.py) instead of a step-time call in every cell, and
+    is named once as run-wide (analysis/stats/run_level.py) instead of a step-time call in every cell, and
     the speedup, which did not change, is not called."""
     slower = {cid: (e * 1.2, None if c is None else c * 1.2, st) for cid, (e, c, st) in cells().items()}
     rep = compare(tmp_path, cells(), slower)
@@ -388,10 +388,10 @@ def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
 
     from conftest import ROOT
 
-    from analysis.context import compute_verdicts
+    from analysis.run_report.context import compute_verdicts
 
     sys.path.insert(0, str(ROOT))
-    from analysis.calibration import misses
+    from analysis.commands.calibration import misses
 
     runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     a, b = runs["repeat-h200-a"], runs["repeat-h200-b"]
@@ -422,7 +422,7 @@ def test_the_welch_check_on_committed_runs():
     from conftest import ROOT
 
     sys.path.insert(0, str(ROOT))
-    from analysis.calibration import real
+    from analysis.commands.calibration import real
 
     aa, planted = real(str(ROOT / "data" / "examples"),
                        ["launch-cpu-exec", "launch-cpu-fork", "repeat-cpu-b", "repeat-cpu-planted10"])

@@ -1,4 +1,4 @@
-"""collector.diagnostics against the real torch of this interpreter, and its degradation to unknown.
+"""collector.child.diagnostics against the real torch of this interpreter, and its degradation to unknown.
 
 Run it under each torch this machine has, e.g. `.venv-torch-2.14.1/bin/python -m pytest
 tests/test_diagnostics.py`, since the module reads private APIs that change between releases.
@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from collector import diagnostics
+from collector.child import diagnostics
 
 torch = pytest.importorskip("torch")
 

@@ -22,7 +22,7 @@ def _readme_quote() -> tuple[str, list[str]]:
 
 def test_the_readme_verdict_is_the_shipped_examples_summary():
     example, quoted = _readme_quote()
-    from analysis.fmt import verdict_block
+    from analysis.stats.fmt import verdict_block
 
     body = verdict_block((ROOT / "docs" / "examples" / example / "summary.md").read_text())
     assert quoted == body
@@ -61,7 +61,7 @@ def test_the_readme_is_short_and_every_doc_it_names_exists():
 def test_the_wheel_packages_every_module_and_data_file():
     """`pip install .` must give a working tool: every folder of Python modules under collector/ and
     analysis/ is a listed package, and the presets, SQL and templates travel as package data
-    (checked by building the wheel once: collector.matrix builds the versions preset from the
+    (checked by building the wheel once: collector.plan.matrix builds the versions preset from the
     installed files and `python -m analysis` renders)."""
     import tomllib
 
@@ -90,11 +90,11 @@ def test_the_docs_are_references_of_at_most_about_400_lines_with_no_campaign_dia
 
 
 def test_the_data_reference_names_every_column_of_the_schema():
-    """docs/data.md's column table is checked against collector/schema.py: every column is named
+    """docs/data.md's column table is checked against collector/record/schema.py: every column is named
     (a `prefix_*` pattern covers a family), and the heading says the current schema version."""
     import fnmatch
 
-    from collector.schema import COLUMNS, SCHEMA_VERSION
+    from collector.record.schema import COLUMNS, SCHEMA_VERSION
 
     text = (ROOT / "docs" / "data.md").read_text()
     section = text.split("## Columns (schema version ", 1)[1].split("\n## ", 1)[0]

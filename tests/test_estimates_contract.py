@@ -1,5 +1,5 @@
 """estimates.json as a contract: every published one validates against its schema
-(analysis/schemas/), a fresh render of a run with a failed cell does too and lists that cell with its
+(analysis/data/schemas/), a fresh render of a run with a failed cell does too and lists that cell with its
 status and error, and the checker catches what breaks the contract."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from analysis.__main__ import main as analysis_main
-from analysis.schema_check import SCHEMAS, check_file, errors
+from analysis.data.schema_check import SCHEMAS, check_file, errors
 from conftest import ROOT
 
 PUBLISHED = sorted((ROOT / "docs" / "examples").glob("*/estimates.json"))

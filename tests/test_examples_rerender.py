@@ -57,7 +57,7 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
 
 def test_no_published_markdown_carries_html_escapes():
     """A report's Markdown is pasted into release notes and issues: `kernels 53 -> 57`, never `-&gt;`.
-    HTML in the data is made inert with Markdown's backslash escapes instead (analysis/render.py)."""
+    HTML in the data is made inert with Markdown's backslash escapes instead (analysis/render/pages.py)."""
     entity = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|[A-Za-z]+);")
     files = sorted((ROOT / "docs" / "examples").glob("*/*.md"))
     assert len(files) >= 2 * len(EXAMPLES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import gate
+from analysis.commands import gate
 from analysis.__main__ import main as analysis_main
 from conftest import ROOT
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from analysis import index
+from analysis.commands import index
 from analysis.__main__ import main as analysis_main
-from analysis.load import DataError
+from analysis.data.load import DataError
 from conftest import ROOT
 
 

@@ -2,7 +2,7 @@
 added to it (it used to be left out: only the published comparisons' shipped copies were linked)."""
 from conftest import ROOT
 
-from analysis import index
+from analysis.commands import index
 from analysis.__main__ import main as analysis_main
 
 

@@ -1,11 +1,11 @@
-"""The kernel profile in the analysis (analysis/kernels.py): the split of a step into kernels and the
+"""The kernel profile in the analysis (analysis/explain/kernels.py): the split of a step into kernels and the
 rest, which part carried a change, and the comparison's section on synthetic runs with a known split."""
 import json
 
 import numpy as np
 import pytest
 
-from analysis import kernels
+from analysis.explain import kernels
 
 
 def _profile(kernel_list, device="cuda"):
@@ -99,9 +99,9 @@ def test_the_comparison_attributes_a_planted_kernel_change_and_a_planted_host_ch
     rng = np.random.default_rng(3)
     test_compare.write_run(tmp_path, "A", a, rng, diag=diag_a)
     test_compare.write_run(tmp_path, "B", b, rng, diag=diag_b)
-    from analysis.compare import build_compare_report
-    from analysis.context import prepare
-    from analysis.load import discover_runs, load
+    from analysis.compare_report.compare import build_compare_report
+    from analysis.run_report.context import prepare
+    from analysis.data.load import discover_runs, load
 
     runs = {r.run_id: r for r in discover_runs(tmp_path)}
     loaded = load(list(runs.values()))
@@ -183,8 +183,8 @@ def test_a_compiled_graphs_host_range_is_compared_without_its_hash():
 def _examples(*ids):
     from pathlib import Path
 
-    from analysis.context import prepare
-    from analysis.load import discover_runs, load
+    from analysis.run_report.context import prepare
+    from analysis.data.load import discover_runs, load
     runs = {r.run_id: r for r in discover_runs(Path(__file__).resolve().parents[1] / "data" / "examples")
             if r.run_id in ids}
     loaded = load([runs[i] for i in ids])
@@ -198,7 +198,7 @@ def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     XBLOCK=1024/4 warps (0.230 ms); run 1's compiled step moved +4.4% against run 2, which the
     comparison does not call and names as the compile's draw (the kernel and its two choices); runs 2
     and 4 (both 1024/4 there) call nothing."""
-    from analysis.compare import build_compare_report
+    from analysis.compare_report.compare import build_compare_report
     loaded, runs = _examples("at-h200-2", "at-h200-1", "at-h200-4")
     rep = build_compare_report(loaded, runs["at-h200-2"], runs["at-h200-1"], [runs["at-h200-2"], runs["at-h200-1"]],
                                reps=200, now="x")
@@ -217,7 +217,7 @@ def test_a_planted_host_change_beside_re_tuned_kernels_is_not_called_the_draw():
     """The H200 planted check (data/examples/pf-h200-*): a 10% plant outside the kernels, called +5.4% on
     ResNet-50 bs128, in a run whose compile autotuned 10 of 29 kernels otherwise than the control's.
     Their time moved the other way (kernels 5.736 -> 5.644 ms), so the caveat must not blame the draw."""
-    from analysis.compare import build_compare_report
+    from analysis.compare_report.compare import build_compare_report
     loaded, runs = _examples("pf-h200-a", "pf-h200-p10")
     rep = build_compare_report(loaded, runs["pf-h200-a"], runs["pf-h200-p10"], [runs["pf-h200-a"], runs["pf-h200-p10"]],
                                reps=200, now="x", allow_mismatch=True)
@@ -231,7 +231,8 @@ def test_a_planted_host_change_beside_re_tuned_kernels_is_not_called_the_draw():
 def test_the_autotune_caveat_says_whether_the_interval_holds_the_draw():
     """With COLD_REPLICATES=1 in both runs each process compiled cold, so the intervals already hold the
     autotuning draw: the caveat about a shared draw would be wrong there."""
-    from analysis import changes, estimates as est
+    from analysis.compare_report import changes
+    from analysis.stats import estimates as est
 
     rec = {"kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=1024 num_warps=4 num_stages=1"}, "count": 1, "unnamed": 0}
     other = {**rec, "kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=8 num_stages=1"}}

@@ -1,14 +1,26 @@
-"""The code's layers, held (issue: one way through the code): analysis reads the collector only through
-its torch-free contract modules; benchmarks/ and tests/ import nothing from each other; the collector
-imports nothing from analysis; no module of collector/ or analysis/ grows past 400 lines."""
+"""The code's layers are its folders (docs/layout.md). Each folder of collector/ and analysis/ is a floor:
+a module imports from its own floor or the floors below, never above, and the import graph (imports inside
+functions included) has no circle. Only the entry points (`__init__`, `__main__`) sit at a package's top
+level. The analysis reads the collector only through its record layer and the mode registry; benchmarks/
+and tests/ import nothing from each other, except the fault harness in tests/support that the reliability
+benchmark drives; the collector imports nothing from analysis; no module passes 400 lines."""
 import ast
 from pathlib import Path
 
 from conftest import ROOT
 
-# the collector's modules analysis may read: the contract (schema, statuses, cell ids, mode labels: the
-# modes package declares modes without torch), the row schema and the compact index
-SHARED = {"collector.contract", "collector.compact", "collector.schema", "collector.modes"}
+# each package's floors, lowest first (a folder's __init__ docstring says the same in words)
+FLOORS = {
+    "collector": ("modes", "record", "models", "plan", "child", "host", "slurm", "commands"),
+    "analysis": ("data", "stats", "explain", "run_report", "compare_report", "render", "commands"),
+}
+# the collector's packages analysis may read: the record layer (the row schema, cell ids, the compact
+# index, the manifest's upgrade path) and the mode registry (mode labels, without torch)
+SHARED = {"collector.record", "collector.modes"}
+
+
+def module_of(f: Path) -> str:
+    return ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
 def imports(folder: str) -> dict[Path, set[str]]:
@@ -29,21 +41,73 @@ def _within(names: set[str], top: str) -> set[str]:
     return {n for n in names if n == top or n.startswith(top + ".")}
 
 
-def test_analysis_reads_the_collector_only_through_its_shared_modules():
+def _project_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (a package's import counts as its __init__)."""
+    files = {**imports("collector"), **imports("analysis")}
+    known = {module_of(f) for f in files}
+    return {module_of(f): {n for n in names if n in known and n != module_of(f)} for f, names in files.items()}
+
+
+def _floor(module: str) -> int | None:
+    top, *rest = module.split(".")
+    if not rest or rest[0] in ("__main__",):
+        return len(FLOORS[top])  # the package itself and its entry point: above every floor
+    return FLOORS[top].index(rest[0]) if rest[0] in FLOORS[top] else None
+
+
+def test_only_the_entry_points_sit_at_a_package_top_and_every_folder_is_a_floor():
+    for top, floors in FLOORS.items():
+        loose = sorted(f.name for f in (ROOT / top).glob("*.py") if f.stem not in ("__init__", "__main__"))
+        assert loose == [], (top, loose)
+        folders = sorted(d.name for d in (ROOT / top).iterdir() if d.is_dir() and (d / "__init__.py").exists())
+        assert folders == sorted(floors), (top, folders)
+        for name in floors:
+            doc = ast.get_docstring(ast.parse((ROOT / top / name / "__init__.py").read_text()))
+            assert doc and "May import" in doc, f"{top}/{name}/__init__.py says what the layer may import"
+
+
+def test_no_module_imports_a_floor_above_its_own():
+    upward = []
+    for mod, deps in _project_graph().items():
+        for dep in deps:
+            if mod.split(".")[0] == dep.split(".")[0] and dep.count(".") and mod.count("."):
+                if _floor(dep) > _floor(mod):
+                    upward.append(f"{mod} -> {dep}")
+    assert upward == []
+
+
+def test_the_import_graph_has_no_circle():
+    graph = _project_graph()
+    state, circles = {}, []
+
+    def visit(node, path):
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                circles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+def test_analysis_reads_the_collector_only_through_its_record_layer_and_the_modes():
     bad = {}
     for f, names in imports("analysis").items():
         used = _within(names, "collector")
-        # `from collector import contract` names the module as collector.contract
         wrong = {n for n in used if n != "collector" and not any(n == s or n.startswith(s + ".") for s in SHARED)}
         if wrong:
             bad[f.name] = sorted(wrong)
     assert bad == {}
 
 
-def test_the_shared_modules_need_no_torch_and_no_other_collector_module():
-    files = imports("collector")
-    for f, names in files.items():
-        mod = ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+def test_the_shared_layers_need_no_torch_and_no_other_collector_layer():
+    for f, names in imports("collector").items():
+        mod = module_of(f)
         if not any(mod == s or mod.startswith(s + ".") for s in SHARED):
             continue
         assert not _within(names, "torch") and not _within(names, "duckdb"), mod
@@ -56,17 +120,18 @@ def test_the_whole_analysis_imports_without_torch():
     """Rendering a report needs no torch: every analysis module imported, torch is not loaded."""
     import subprocess
     import sys
-    mods = sorted(f.stem for f in (ROOT / "analysis").glob("*.py") if f.stem != "__init__")
-    code = ("import sys\n" + "".join(f"import analysis.{m}\n" for m in mods)
-            + "print('torch' in sys.modules)")
+    mods = sorted(module_of(f) for f in (ROOT / "analysis").rglob("*.py") if f.stem != "__main__")
+    code = "import sys\n" + "".join(f"import {m}\n" for m in mods) + "print('torch' in sys.modules)"
     got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "False"
 
 
 def test_benchmarks_and_tests_import_nothing_from_each_other_and_the_collector_nothing_from_analysis():
     for folder, other in (("benchmarks", "tests"), ("tests", "benchmarks"), ("collector", "analysis")):
-        hits = {f.name: sorted(_within(n, other)) for f, n in imports(folder).items() if _within(n, other)}
-        assert hits == {}, (folder, other, hits)
+        hits = {f.name: sorted(n for n in _within(n, other) if not n.startswith("tests.support"))
+                for f, n in imports(folder).items()}
+        assert {k: v for k, v in hits.items() if v} == {}, (folder, other)
+    assert not any(_within(n, "tests") for f, n in imports("collector").items())
 
 
 def test_no_module_of_the_collector_or_the_analysis_passes_400_lines():

@@ -1,6 +1,6 @@
 import pytest
 
-from collector import matrix as mx
+from collector.plan import matrix as mx
 from collector.__main__ import main as collector_main
 from conftest import ROOT
 
@@ -129,7 +129,7 @@ def test_modes_come_from_their_registry_one_file_each():
 
     from collector import modes
 
-    files = sorted(p.stem for p in (Path(mx.__file__).parent / "modes").glob("*.py") if p.stem not in ("__init__", "base"))
+    files = sorted(p.stem for p in (Path(modes.__file__).parent).glob("*.py") if p.stem not in ("__init__", "base"))
     assert sorted(m.replace("-", "_") for m in mx.MODES) == files
     assert mx.CUDAGRAPH_MODES == ("reduce-overhead", "max-autotune")
     assert mx.INFER_ONLY_MODES == ("aot-inductor",)
@@ -149,20 +149,3 @@ def test_cells_narrows_the_matrix_by_id_pattern_and_names_a_pattern_that_matches
     assert len(got.cells) == 5 and got.protocol == m.protocol
     with pytest.raises(mx.MatrixError, match=r"matches nope\*; its cells: mlp__infer"):
         mx.select_cells(m, ["gpt*", "nope*"])
-
-
-def test_every_protocol_setting_with_an_option_has_its_make_variable():
-    """The Makefile is written by hand; this holds it to the settings table (collector.matrix.SETTINGS):
-    each setting the CLI takes has a make variable that is known, passed as that option and listed
-    by `make help`."""
-    import re
-
-    makefile = (ROOT / "Makefile").read_text()
-    known = set(re.search(r"KNOWN_VARS := (.*?)\n[A-Z_]+ :=", makefile, re.S).group(1).replace("\\", " ").split())
-    for s in mx.SETTINGS:
-        if s.cli is None:
-            continue
-        assert s.make, f"setting {s.name} has the option {s.cli} but no make variable"
-        assert s.make in known, f"{s.make} is not in the Makefile's KNOWN_VARS"
-        assert f"$(call opt,{s.cli},$({s.make}))" in makefile, f"the Makefile does not pass {s.make} as {s.cli}"
-        assert re.search(rf"@echo .*\b{s.make}=", makefile), f"make help does not list {s.make}="

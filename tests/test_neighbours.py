@@ -1,4 +1,4 @@
-"""Co-location measured from the host's processes (collector/neighbours.py): real processes that
+"""Co-location measured from the host's processes (collector/host/neighbours.py): real processes that
 look like another collector's cell processes, started outside this process tree."""
 import os
 import shutil
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from collector import matrix as mx
-from collector import neighbours
-from collector.launch import LauncherBase
-from collector.cell_measure import measure_cell
+from collector.plan import matrix as mx
+from collector.host import neighbours
+from collector.host.launch import LauncherBase
+from collector.host.cell_measure import measure_cell
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
 pytestmark = pytest.mark.skipif(not Path("/proc/self/ns/uts").exists(), reason="needs Linux /proc")
@@ -46,9 +46,9 @@ def reaper():
 
 
 def test_another_collectors_cell_process_is_seen_and_our_own_is_not(tmp_path, reaper):
-    theirs = _detached(tmp_path, "import time; time.sleep(30)", "collector.cell")
+    theirs = _detached(tmp_path, "import time; time.sleep(30)", "collector.child.cell")
     reaper.append(theirs)
-    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-m", "collector.cell"])
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-m", "collector.child.cell"])
     try:
         time.sleep(0.3)
         seen = neighbours.other_cells()
@@ -59,7 +59,7 @@ def test_another_collectors_cell_process_is_seen_and_our_own_is_not(tmp_path, re
 
 
 def test_a_fork_parents_child_counts_and_the_idle_parent_does_not(tmp_path, reaper):
-    parent = _detached(tmp_path, "import os, time; os.fork(); time.sleep(30)", "collector.zygote")
+    parent = _detached(tmp_path, "import os, time; os.fork(); time.sleep(30)", "collector.host.zygote")
     reaper.append(parent)
     seen = neighbours.other_cells()
     mine = {p for p, pp in neighbours.measuring().items() if pp == str(parent)}
@@ -70,7 +70,7 @@ def test_a_cell_on_another_host_namespace_is_not_a_neighbour(tmp_path, reaper):
     """The local test cluster's second node is a UTS namespace of this machine."""
     if not shutil.which("unshare") or subprocess.run(["unshare", "-u", "true"]).returncode != 0:
         pytest.skip("cannot make a UTS namespace here")
-    other_host = _detached(tmp_path, "import time; time.sleep(30)", "collector.cell", prefix="unshare -u")
+    other_host = _detached(tmp_path, "import time; time.sleep(30)", "collector.child.cell", prefix="unshare -u")
     reaper.append(other_host)
     assert str(other_host) in neighbours.measuring() and str(other_host) not in neighbours.other_cells()
 
@@ -102,7 +102,7 @@ def test_a_cell_measured_beside_another_collectors_cell_records_it(tmp_path, rea
     monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
     _only_ours(monkeypatch, reaper)
     alone = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
-    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
+    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.child.cell"))
     beside = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher())
     two_workers = measure_cell(cell, m, ENV, "r", tmp_path, SlowLauncher(), concurrent=2)
     assert (alone["concurrent_cells"], beside["concurrent_cells"], two_workers["concurrent_cells"]) == (1, 2, 3)
@@ -111,7 +111,7 @@ def test_a_cell_measured_beside_another_collectors_cell_records_it(tmp_path, rea
 def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neighbours(tmp_path):
     from types import SimpleNamespace
 
-    from analysis import provenance
+    from analysis.explain import provenance
 
     run = SimpleNamespace(path=tmp_path, manifest={"sessions": [
         {"hostname": "login", "executor": "slurm", "slurm_arrays": ["15"]},
@@ -134,11 +134,11 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
 def test_the_collector_says_once_when_another_collectors_cell_measures_beside_its_own(tmp_path, reaper, monkeypatch):
     import io
 
-    from collector.runner import collect
+    from collector.host.runner import collect
 
     monkeypatch.setattr(neighbours, "INTERVAL_S", 0.1)
     _only_ours(monkeypatch, reaper)
-    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.cell"))
+    reaper.append(_detached(tmp_path, "import time; time.sleep(30)", "collector.child.cell"))
     m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1})
     out = io.StringIO()
     collect(m, ENV, tmp_path, "r", SlowLauncher(), out=out)
@@ -150,7 +150,7 @@ def test_the_report_names_the_compile_settings_the_run_was_collected_with():
     """A run whose run.json recorded torch.compile settings in the environment (compile_env) says so
     among its notes, with a word on TORCH_LOGS; none recorded or none set: nothing."""
     from types import SimpleNamespace
-    from analysis import provenance
+    from analysis.explain import provenance
 
     def notes(env):
         run = SimpleNamespace(manifest={"sessions": [], "environment": env})

@@ -1,11 +1,11 @@
-"""The kernel profile (collector.profile): kinds by name, the per-step record, and the real path on
+"""The kernel profile (collector.child.profile): kinds by name, the per-step record, and the real path on
 the CPU through the cell's stages with Inductor."""
 import json
 
 import pytest
 import torch
 
-from collector import cell, profile
+from collector.child import cell, profile
 from tests.test_cell import TINY, _spec
 
 

@@ -1,5 +1,5 @@
-"""The collector's "about N left" from earlier runs on the machine (collector.progress prior_times,
-collector.earlier.earlier_times): an estimate before the first cell ends, scaled by how this run's
+"""The collector's "about N left" from earlier runs on the machine (collector.host.progress prior_times,
+collector.host.earlier.earlier_times): an estimate before the first cell ends, scaled by how this run's
 finished cells compare with the same cells in the earlier runs."""
 import io
 import json
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
 
-from collector.progress import Progress, prior_times
+from collector.host.progress import Progress, prior_times
 
 
 def test_earlier_runs_give_an_estimate_before_any_cell_finished_and_are_scaled_by_this_run():
@@ -34,7 +34,7 @@ def _run(root, run_id, device, processes, secs):
 def test_earlier_times_reads_runs_of_this_kind_of_device_and_process_count_only(tmp_path):
     from types import SimpleNamespace
 
-    from collector.earlier import earlier_times
+    from collector.host.earlier import earlier_times
 
     _run(tmp_path, "old", "NVIDIA H200", 3, 30.0)
     _run(tmp_path, "other-gpu", "NVIDIA A100", 3, 99.0)
@@ -72,7 +72,7 @@ def test_earlier_runs_first_cells_set_their_parents_start_apart_and_published_ru
     kind, the published runs beside it (data/examples beside data/runs) stand in."""
     from types import SimpleNamespace
 
-    from collector.earlier import earlier_times
+    from collector.host.earlier import earlier_times
 
     runs, examples = tmp_path / "runs", tmp_path / "examples"
     runs.mkdir()
@@ -108,7 +108,7 @@ def test_earlier_runs_of_another_launcher_are_not_a_prior(tmp_path):
     quick collect (13-42 s) put the estimate 1.9x high: a run counts only with this run's launcher."""
     from types import SimpleNamespace
 
-    from collector.earlier import earlier_times
+    from collector.host.earlier import earlier_times
 
     _run(tmp_path, "old-exec", "NVIDIA H200", 3, 70.0)  # no launcher recorded: before the fork launcher
     _run(tmp_path, "fork", "NVIDIA H200", 3, 30.0)
@@ -146,7 +146,7 @@ def test_with_no_run_of_this_gpu_the_published_runs_of_another_gpu_stand_in():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from collector.earlier import earlier_times
+    from collector.host.earlier import earlier_times
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -170,10 +170,10 @@ def test_a_runs_folder_elsewhere_still_reads_the_checkouts_published_runs(tmp_pa
     runs stand in there, after the runs folder's own and those beside it."""
     from types import SimpleNamespace
 
-    import collector.earlier
-    from collector.earlier import earlier_times
+    import collector.host.earlier
+    from collector.host.earlier import earlier_times
 
-    monkeypatch.setattr(collector.earlier, "PUBLISHED", tmp_path / "checkout" / "data" / "examples")
+    monkeypatch.setattr(collector.host.earlier, "PUBLISHED", tmp_path / "checkout" / "data" / "examples")
     _run(tmp_path / "checkout" / "data" / "examples", "h200", "NVIDIA H200", 3, 30.0)
     runs = tmp_path / "fresh" / "runs"
     runs.mkdir(parents=True)
@@ -191,7 +191,7 @@ def test_a_cold_replicates_run_reads_warm_runs_with_a_cold_compile_in_every_proc
     warm cells now count 2 more cold compiles less warm ones; a warm run leaves cold runs out."""
     from types import SimpleNamespace
 
-    from collector.earlier import earlier_times
+    from collector.host.earlier import earlier_times
 
     for run_id, cold, secs in (("warm", False, 38.0), ("cold", True, 90.0)):
         d = tmp_path / run_id / "cells"

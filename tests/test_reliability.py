@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 
 import pytest
 
-from collector.launch import LauncherBase
-from collector import matrix as mx
-from collector import schema
-from collector.launch import SubprocessLauncher
-from collector.cell_measure import measure_cell
-from collector.runner import RunError, collect
-from collector.faults import MATRIX, fake_python, kill_and_resume
+from collector.host.launch import LauncherBase
+from collector.plan import matrix as mx
+from collector.record import schema
+from collector.host.launch import SubprocessLauncher
+from collector.host.cell_measure import measure_cell
+from collector.host.runner import RunError, collect
+from support.faults import MATRIX, fake_python, kill_and_resume
 from conftest import ROOT
 
 

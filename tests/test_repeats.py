@@ -1,4 +1,4 @@
-"""Repeats across pairs of runs (analysis/repeats.py): which called changes hold in every lease.
+"""Repeats across pairs of runs (analysis/compare_report/repeats.py): which called changes hold in every lease.
 
 The rule on made-up estimates; then on committed H200 data: a planted 10% compiled slowdown,
 measured in three leases, repeats in every GPU-bound cell, and within-lease A/A pairs from four
@@ -11,13 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from analysis import estimates as est
-from analysis import pair_estimates, repeats
+from analysis.stats import estimates as est
+from analysis.stats import pair_estimates
+from analysis.compare_report import repeats
 from analysis.__main__ import compare_folder, main as analysis_main
-from analysis.compare import build_compare_report
-from analysis.context import prepare
-from analysis.load import DataError, discover_runs, load
-from analysis.schema_check import check_file
+from analysis.compare_report.compare import build_compare_report
+from analysis.run_report.context import prepare
+from analysis.data.load import DataError, discover_runs, load
+from analysis.data.schema_check import check_file
 from conftest import ROOT
 
 V = "v-h200-torch2.11.0-cu130", "v-h200-torch2.14.1-cu130"

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.__main__ import main as analysis_main
-from analysis.load import discover_runs, load
+from analysis.data.load import discover_runs, load
 from conftest import ROOT
 
 RUN = "fixture-small"
@@ -187,7 +187,7 @@ def test_a_render_that_fails_midway_leaves_the_previous_generation_whole(fixture
     assert _report(fixture_copy, out) == 0
     before = {p.name: p.read_bytes() for p in (out / RUN).iterdir() if p.is_file()}
     _cells(fixture_copy)[0].unlink()  # the next generation has one cell fewer
-    from analysis import render as render_mod
+    from analysis.render import pages as render_mod
     real, calls = render_mod.write_atomic, []
 
     def failing(path, text):
@@ -258,7 +258,7 @@ def test_a_planted_scratch_file_is_not_trusted(fixture_copy, tmp_path):
     temporary folder of the test's own (another suite's reports come and go in the shared one)."""
     import hashlib
 
-    from collector.schema import SCHEMA, SCHEMA_VERSION
+    from collector.record.schema import SCHEMA, SCHEMA_VERSION
     digest = hashlib.sha1(str(SCHEMA).encode()).hexdigest()[:12]
     tmp = tmp_path / "tmp"
     tmp.mkdir()

@@ -1,5 +1,5 @@
 """What a cell's processes cannot show: a cell's run-to-run spread, measured on sibling runs
-(analysis/history.py), and a run-wide shift, withheld from the per-cell calls (analysis/run_level.py);
+(analysis/stats/history.py), and a run-wide shift, withheld from the per-cell calls (analysis/stats/run_level.py);
 the false-alarm budget in docs/statistics.md is what benchmarks/false_alarms.py prints."""
 import pytest
 import json
@@ -9,8 +9,8 @@ import sys
 
 from conftest import ROOT
 
-from analysis import estimates as est
-from analysis import run_level
+from analysis.stats import estimates as est
+from analysis.stats import run_level
 
 
 def test_the_run_level_first_call_bound_widens_for_a_run_of_few_cells():
@@ -45,8 +45,8 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
     import math
     import statistics
 
-    from analysis.history import History
-    from analysis.load import discover_runs
+    from analysis.stats.history import History
+    from analysis.data.load import discover_runs
 
     for i, lv in enumerate((1.00, 1.06, 0.97)):  # one build on one machine: three runs, levels apart by a draw
         _run(tmp_path, f"r{i}", levels=(lv, lv * 1.001, lv * 0.999))
@@ -67,10 +67,10 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
 
 
 def test_the_launch_bound_rule_of_the_sibling_levels_is_the_reports():
-    """history.launch_bound against analysis/sql/cell_stats.sql's flag on every cell of two H200 runs."""
-    from analysis.context import prepare
-    from analysis.history import _levels
-    from analysis.load import discover_runs, load
+    """history.launch_bound against analysis/data/sql/cell_stats.sql's flag on every cell of two H200 runs."""
+    from analysis.run_report.context import prepare
+    from analysis.stats.history import _levels
+    from analysis.data.load import discover_runs, load
 
     runs = [r for r in discover_runs(ROOT / "data" / "examples") if r.run_id in ("ho-h200-a", "aa-venv-direct")]
     loaded = load(runs)
@@ -87,10 +87,10 @@ def test_a_same_build_aa_with_siblings_calls_no_draw_and_the_holdout_plant_is_ca
     -1.0% and -6.1% between runs: with the siblings' spread the A/A calls nothing there; the holdout
     pair ho-h200-a / ho-h200-p5 (collected after the rule was written) calls the planted 5% on the
     GPU-bound ResNet-50 bs128 and GPT float32 cells."""
-    from analysis import pair_estimates
-    from analysis.context import prepare
-    from analysis.history import History
-    from analysis.load import discover_runs, load
+    from analysis.stats import pair_estimates
+    from analysis.run_report.context import prepare
+    from analysis.stats.history import History
+    from analysis.data.load import discover_runs, load
 
     every = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     ids = ["aa-venv-direct", "v-h200-torch2.11.0-cu130", "ho-h200-a", "ho-h200-p5"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from collector import contract
-from collector.launch import LauncherBase
-from collector import matrix as mx
-from collector.launch import SubprocessLauncher
-from collector.cell_measure import measure_cell
-from collector.runner import RunError, collect, run_lock
-from collector.schema import COLUMNS
+from collector.record import contract
+from collector.host.launch import LauncherBase
+from collector.plan import matrix as mx
+from collector.host.launch import SubprocessLauncher
+from collector.host.cell_measure import measure_cell
+from collector.host.runner import RunError, collect, run_lock
+from collector.record.schema import COLUMNS
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
 
@@ -186,9 +186,9 @@ def test_sigterm_stops_collect_and_keeps_finished_cells(tmp_path):
 
 
 def test_compact_file_stands_in_only_for_unchanged_cells(tmp_path):
-    from analysis.load import discover_runs, load
-    from collector.compact import COMPACT, read_index
-    from collector.schema import write_row
+    from analysis.data.load import discover_runs, load
+    from collector.record.compact import COMPACT, read_index
+    from collector.record.schema import write_row
 
     m = _matrix()
     run_dir = collect(m, ENV, tmp_path, "r8", FakeLauncher())
@@ -206,7 +206,7 @@ def test_compact_file_stands_in_only_for_unchanged_cells(tmp_path):
 
 
 def test_plan_workers_splits_cores_and_refuses_bad_lists():
-    from collector.workers import Worker, plan_workers
+    from collector.host.workers import Worker, plan_workers
 
     assert plan_workers(None) == [Worker()]
     cores = sorted(os.sched_getaffinity(0))
@@ -224,7 +224,7 @@ def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
     """8 logical CPUs, 4 cores with two threads each, numbered the common way (sibling of i is
     i + 4): split by number, worker 0 would get 0-3 and worker 1 their siblings 4-7, so every
     core would run both workers. Split by core, each worker gets two whole cores."""
-    from collector import workers
+    from collector.host import workers
 
     for c in range(8):
         topo = tmp_path / f"cpu{c}" / "topology"
@@ -245,7 +245,7 @@ def test_workers_get_whole_physical_cores(tmp_path, monkeypatch):
 
 
 def test_parse_gpus_names_the_valid_choices():
-    from collector.executors import parse_gpus
+    from collector.commands.executors import parse_gpus
 
     cuda = {"device": "cuda", "gpu_count": 2}
     assert parse_gpus("", cuda) is None and parse_gpus("all", cuda) == [0, 1] and parse_gpus("1", cuda) == [1]
@@ -260,8 +260,8 @@ def test_workers_run_cells_concurrently_each_on_its_gpu_and_cores(tmp_path, monk
     core set each process saw are the worker's, the rows say where and how concurrently. Another
     collector's cells on the machine (a second suite) are left out of the count: the test checks
     what it controls (tests/test_neighbours.py checks that they are seen)."""
-    from collector import neighbours
-    from collector.workers import Worker
+    from collector.host import neighbours
+    from collector.host.workers import Worker
 
     monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
 
@@ -332,7 +332,7 @@ def test_portable_cache_runs_a_third_process_on_an_empty_cache_directory(tmp_pat
 
 
 def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
-    from collector.compact import COMPACT, META_KEY, compact_run, read_index
+    from collector.record.compact import COMPACT, META_KEY, compact_run, read_index
 
     run_dir = collect(_matrix(), ENV, tmp_path, "oldc", FakeLauncher())
     index = read_index(run_dir)
@@ -346,7 +346,7 @@ def test_compact_file_of_an_older_schema_is_rebuilt(tmp_path):
 
 
 def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeypatch):
-    from collector import store
+    from collector.host import store
 
     run_dir = collect(_matrix(), ENV, tmp_path, "fp", FakeLauncher())
     first = json.loads((run_dir / "run.json").read_text())["sessions"][-1]["collector_source_sha1"]
@@ -433,10 +433,10 @@ def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_runni
         # control starts background commands with SIGINT ignored, and Python then keeps it ignored
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(ROOT)!r})
-        from collector import matrix as mx
-        from collector.launch import SubprocessLauncher
-        from collector.runner import collect
-        from collector.workers import Worker
+        from collector.plan import matrix as mx
+        from collector.host.launch import SubprocessLauncher
+        from collector.host.runner import collect
+        from collector.host.workers import Worker
         m = mx.build_matrix("smoke", {{"models": ["mlp"], "modes": ["default"], "processes": 1, "phases": ["infer", "train"],
                                        "batch_sizes": [1, 2, 4], "warm_compile": False}})
         env = {ENV!r}
@@ -473,7 +473,7 @@ def test_ctrl_c_with_concurrent_workers_keeps_finished_cells_and_kills_the_runni
 def test_progress_estimate_divides_by_the_workers():
     import io
 
-    from collector.progress import Progress
+    from collector.host.progress import Progress
 
     t = [0.0]
     for workers, expected in ((1, "about 4m00s left"), (2, "about 2m00s left")):
@@ -489,7 +489,7 @@ def test_progress_estimates_each_cell_left_from_the_finished_cells_most_like_it(
     """A fast cell (10 s) and a slow one (100 s), then four more like the fast one: the estimate is
     the 40 s they will take, where the mean of all (55 s a cell) would say 220 s; an interpreter's
     copy of a cell already measured under another counts that one's time."""
-    from collector.progress import Progress
+    from collector.host.progress import Progress
 
     plan = [(0, "a", "infer", "default"), (0, "b", "train", "default")] + [(0, "a", "infer", "default")] * 4
     p = Progress(6, out=io.StringIO(), plan=plan)
@@ -595,7 +595,7 @@ def test_one_process_keeps_the_separate_warm_compile(tmp_path):
 
 
 def test_job_refuses_unknown_fields_and_incomplete_jobs():
-    from collector.job import Job, JobError
+    from collector.plan.job import Job, JobError
 
     cell = {"model": "mlp", "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": "default",
             "compile_scope": "model"}
@@ -620,7 +620,7 @@ def test_a_stop_whose_raise_was_lost_still_stops_at_the_next_process(tmp_path):
     """A signal that lands while a cell process is forked raises inside an at-fork handler, where
     Python drops the KeyboardInterrupt; the handler's flag (runner.INTERRUPTED) must still stop
     the collection before the next process, with the finished cells kept."""
-    from collector import runner
+    from collector.host import runner
 
     class LosesTheRaise(FakeLauncher):
         def run(self, spec, cache_dir, log_path, timeout_s):
@@ -679,7 +679,7 @@ def test_cold_replicates_compile_in_their_own_empty_caches(tmp_path, cold):
         assert tuned["replicates"] == [
             {"differ": 1, "kernels": {"triton_poi_fused__to_copy_8": "XBLOCK=512 num_warps=4 num_stages=1"}},
             {"differ": 0, "kernels": {}}]
-        # read back per process (collector.contract.autotune_processes, the record's inverse)
+        # read back per process (collector.record.contract.autotune_processes, the record's inverse)
         per = contract.autotune_processes(tuned)
         assert [k["triton_poi_fused__to_copy_8"].split()[0] for k in per] == ["XBLOCK=1024", "XBLOCK=512", "XBLOCK=1024"]
     else:
@@ -693,7 +693,7 @@ def test_project_sha_says_dirty_where_tracked_files_differ_from_the_commit(tmp_p
     """run.json's project_git_sha: the commit, '-dirty' once a tracked file changed (a working tree
     copied beside older git metadata, as on a lent GPU machine), None outside a git checkout."""
     import subprocess
-    from collector.store import _project_sha
+    from collector.host.store import _project_sha
     assert _project_sha(tmp_path) is None
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)

@@ -7,11 +7,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collector.launch import LauncherBase
-from analysis.load import discover_runs, load
-from collector import matrix as mx
-from collector import shard
-from collector.runner import collect
+from collector.host.launch import LauncherBase
+from analysis.data.load import discover_runs, load
+from collector.plan import matrix as mx
+from collector.commands import shard
+from collector.host.runner import collect
 from conftest import ROOT
 
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
@@ -95,7 +95,7 @@ def test_the_command_line_measures_its_slice_in_its_own_folder(tmp_path):
     import os
     import sys
 
-    from collector.faults import fake_python
+    from support.faults import fake_python
 
     cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp,gnn,moe", "--processes", "1",
            "--out", str(tmp_path), "--run-id", "r", "--shard", "2/3", "--python", fake_python(tmp_path)]

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from collector.launch import LauncherBase
-from collector import matrix as mx
-from collector import launch, runner, slurm, slurm_task
-from collector.store import RunStore
+from collector.host.launch import LauncherBase
+from collector.plan import matrix as mx
+from collector.host import launch, runner
+from collector.slurm import submit as slurm, task as slurm_task
+from collector.host.store import RunStore
 from conftest import ROOT
 
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
@@ -162,7 +163,7 @@ def test_a_gpu_run_submitted_from_a_host_without_one_takes_the_first_nodes_gpu(t
 
 
 def test_status_of_a_folder_that_is_no_slurm_run_is_an_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "collector.slurm", "status", str(tmp_path)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "collector.slurm.submit", "status", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "has no SLURM submissions" in proc.stderr
 
@@ -195,7 +196,7 @@ def _collect(args, out):
 
 
 def _status(run_dir, *extra):
-    proc = subprocess.run([sys.executable, "-m", "collector.slurm", "status", str(run_dir), "--json", *extra],
+    proc = subprocess.run([sys.executable, "-m", "collector.slurm.submit", "status", str(run_dir), "--json", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
@@ -212,7 +213,7 @@ def _wait(run_dir, until, timeout=400):
 
 
 def _cells_and_statuses(data_dir, run_id):
-    from analysis.load import discover_runs, load
+    from analysis.data.load import discover_runs, load
 
     loaded = load(discover_runs(data_dir))
     return sorted(loaded.con.execute("SELECT cell_id, status FROM cells WHERE run_id = ?", [run_id]).fetchall())
@@ -260,7 +261,7 @@ def test_real_slurm_cluster_measures_the_cells_and_a_cancelled_one_is_resubmitte
     assert proc.returncode == 0, proc.stderr
     run_dir = tmp_path / "c"
     _wait(run_dir, lambda s: list((run_dir / "claims").glob("*.claim")) != [], timeout=120)
-    subprocess.run([sys.executable, "-m", "collector.slurm", "cancel", str(run_dir)], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "collector.slurm.submit", "cancel", str(run_dir)], cwd=ROOT, check=True,
                    capture_output=True)
     # the task's record says "cancelled or preempted"; scontrol's memory of the job tells which
     st = _wait(run_dir, lambda s: s["counts"].get("cancelled") == 1, timeout=120)
@@ -299,7 +300,7 @@ def test_every_sbatch_option_reaches_submitit_and_a_bad_one_is_named(tmp_path, m
     submitit = pytest.importorskip("submitit")
     from submitit.slurm.slurm import _as_sbatch_flag
 
-    from collector import slurm as slurm_mod
+    from collector.slurm import submit as slurm_mod
 
     opts = {"partition": "debug", "time_min": 30, "cpus": 8, "gpus": 2, "mem": "64G", "qos": "high",
             "exclusive": True, "args": ["gres=gpu:h200:2", "reservation=bench", "--requeue"]}
@@ -457,7 +458,7 @@ def test_a_claim_without_a_job_id_is_released_when_its_process_on_this_host_is_g
     assert f"released 1 claim(s) of jobs that are gone: {ids[0]}" in capsys.readouterr().out
 
 
-# ---- the real cluster with stand-in cells (collector/fake_python.py): the scheduler, the nodes,
+# ---- the real cluster with stand-in cells (tests/support/fake_python.py): the scheduler, the nodes,
 # the signals and the process table are real, each cell process only sleeps FAKE_CELL_SECONDS ----
 
 def _nodes() -> list[str]:
@@ -468,7 +469,7 @@ def _nodes() -> list[str]:
 def _collect_fake(tmp_path, run_id, seconds, *args, cells=("mlp",), env=None):
     """Submit stand-in cells of `seconds` each; `env`: more variables for the tasks (sbatch passes
     the submitting environment on)."""
-    from collector import faults
+    from support import faults
 
     env = {**os.environ, **(env or {}), "FAKE_CELL_SECONDS": str(seconds)}
     return subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", "--models", ",".join(cells),
@@ -532,8 +533,8 @@ def test_real_two_nodes_take_the_cells_and_each_row_records_its_node_neighbour(t
     # so there it is at least 2; node2 (a namespace of its own, reserved) holds exactly the test's two
     assert all(r["concurrent_cells"] >= 2 for r in rows), st
     assert [r["concurrent_cells"] for r in rows if r["hostname"] == "node2"] in ([2, 2], []), rows
-    from analysis.context import build_run_report, prepare  # the report: where the cells ran, beside what
-    from analysis.load import discover_runs, load
+    from analysis.run_report.context import build_run_report, prepare  # the report: where the cells ran, beside what
+    from analysis.data.load import discover_runs, load
 
     runs = discover_runs(tmp_path)
     loaded = load(runs)
@@ -553,7 +554,7 @@ def test_other_jobs_on_the_node_are_read_from_squeue_and_the_projects_own_left_o
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "17|alice|train.sh\n18_2|bob|tcb-r-s1-ab12cd\n19|carol|eval\n", "")
 
-    from collector.slurm_task import other_jobs_on_node
+    from collector.slurm.task import other_jobs_on_node
 
     assert other_jobs_on_node("vm", run=fake) == ["17 (alice, train.sh)", "19 (carol, eval)"]
     assert calls[0][:6] == ["squeue", "-h", "-w", "vm", "-t", "RUNNING"]
@@ -594,8 +595,8 @@ def test_real_another_users_job_beside_a_cell_is_recorded_and_reported(tmp_path,
     for rec in recs:
         assert any("(" in j and "other-users-job)" in j for j in rec["before"] + rec["after"]), rec
         assert not any("tcb-" in j for j in rec["before"] + rec["after"])
-    from analysis.context import build_run_report, prepare
-    from analysis.load import discover_runs, load
+    from analysis.run_report.context import build_run_report, prepare
+    from analysis.data.load import discover_runs, load
 
     runs = discover_runs(tmp_path)
     loaded = load(runs)
@@ -659,7 +660,7 @@ def test_real_preempted_task_is_reported_preempted_and_resubmitted(tmp_path, own
     (entry,) = json.loads((run_dir / "slurm" / "submissions.json").read_text())["cells"].values()
     assert state == f"preempted (job {entry['job_id']} on {node})", state
     env = {**os.environ, "FAKE_CELL_SECONDS": "1"}
-    again = subprocess.run([sys.executable, "-m", "collector.slurm", "status", str(run_dir), "--resubmit"],
+    again = subprocess.run([sys.executable, "-m", "collector.slurm.submit", "status", str(run_dir), "--resubmit"],
                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0 and "submitted 1 cell(s)" in again.stdout, again.stdout + again.stderr
     _wait(run_dir, lambda s: s["counts"].get("done") == 1, timeout=120)
@@ -675,7 +676,7 @@ def test_real_ctrl_c_while_sbatch_answers_leaves_no_job_and_no_traceback(tmp_pat
     (bindir / "sbatch").write_text(f"#!/bin/sh\nout=$({shutil.which('sbatch')} \"$@\") || exit 1\n"
                                    f"echo \"$out\" > {queued}.tmp && mv {queued}.tmp {queued}\nsleep 30\necho \"$out\"\n")
     (bindir / "sbatch").chmod(0o755)
-    from collector import faults
+    from support import faults
 
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_CELL_SECONDS": "30"}
     cmd = [sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--phases", "infer",
@@ -719,7 +720,7 @@ def test_real_ctrl_c_while_sbatch_answers_leaves_no_job_and_no_traceback(tmp_pat
 def test_ctrl_c_during_the_environment_probe_is_one_line_and_exit_130(tmp_path, executor, says):
     """The probe imports torch (seconds); Ctrl-C reaches it too (one process group): a stop, not
     'environment probe failed' with the probe's KeyboardInterrupt traceback."""
-    from collector import faults
+    from support import faults
 
     env = {**os.environ, "FAKE_PROBE_SECONDS": "10"}
     p = subprocess.Popen([sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--executor",
@@ -734,7 +735,7 @@ def test_ctrl_c_during_the_environment_probe_is_one_line_and_exit_130(tmp_path, 
 
 def test_a_shard_submitted_to_slurm_writes_to_its_shard_folder(tmp_path, monkeypatch):
     """SHARD=1/2 EXECUTOR=slurm RUN=ss: the run is ss-shard1of2, as a local shard's is."""
-    from collector import executors
+    from collector.commands import executors
 
     seen = {}
     monkeypatch.setattr(executors, "_submit_env", lambda python, device: dict(ENV))
@@ -755,7 +756,7 @@ def test_a_site_profile_fills_what_the_command_line_leaves_and_a_bad_one_is_name
     """--site-profile (make SITE_PROFILE=): the site's settings in TOML; a --slurm-* option given wins;
     a GRES site's gres replaces --gpus-per-task; no --wckey unless asked; without --slurm-cpus a task
     asks 8 CPUs, at most half the partition's smallest node (sinfo)."""
-    from collector import slurm as slurm_mod
+    from collector.slurm import submit as slurm_mod
 
     prof = tmp_path / "site.toml"
     prof.write_text('partition = "gpu"\naccount = "proj"\ngres = "gpu:h100:1"\ntime = 90\ncpus = 16\n'
@@ -785,7 +786,7 @@ def test_real_a_site_profile_runs_its_setup_lines_in_every_task_and_adds_no_wcke
     """On the two-node cluster, through make: SITE_PROFILE's setup line runs before each task (here it
     leaves a mark a task), its sbatch option is in the script, and no --wckey line is there."""
     _need_slurm()
-    from collector import faults
+    from support import faults
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -865,7 +866,7 @@ def test_a_time_limit_signal_before_the_cell_runs_is_timed_out_not_crashed(tmp_p
     assert answer.startswith("stopped by the scheduler before the cell ran: timed out"), answer
     assert job.cell_id not in RunStore(run_dir).claims()
     assert slurm.status(run_dir, sched.states)["cells"][job.cell_id].startswith("timed out")
-    from collector import slurm_status
+    from collector.slurm import status as slurm_status
 
     entry = {"job_id": "7_0", "submission": 1}
     (run_dir / "logs" / f"{job.cell_id}{slurm_status.STOPPED}").unlink()
@@ -909,7 +910,7 @@ def test_real_a_task_whose_setup_line_fails_shows_that_line_in_status(tmp_path):
     """A site's setup line fails before Python starts (a module that is not there): the task leaves
     no result and no claim; status names the line it wrote last instead of a bare 'lost'."""
     _need_slurm()
-    from collector import faults
+    from support import faults
 
     prof = tmp_path / "site.toml"
     prof.write_text('setup = ["echo \\"module: unable to locate a modulefile for cuda/99.9\\" >&2", "exit 3"]\n'

@@ -9,8 +9,10 @@ import types
 
 import pytest
 
-from collector import cell, models
-from collector import matrix as mx
+from collector.child import cell
+
+from collector import models
+from collector.plan import matrix as mx
 from collector.__main__ import main as collector_main
 from collector.models import check, sources
 from conftest import ROOT
@@ -22,7 +24,7 @@ USER = "examples/user_model.py:build"
 
 def _spec(model, phase="infer", mode="default"):
     from dataclasses import asdict
-    from collector.matrix import Protocol
+    from collector.plan.matrix import Protocol
 
     p = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
     return {"kind": "cold", "cell": {"model": model, "phase": phase, "dtype": "float32", "batch_size": 2,

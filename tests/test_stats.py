@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis import stats
+from analysis.stats import core as stats, tdist
 
 
 def t_interval(logs, level: float = 0.95) -> tuple[float, float, float]:
@@ -91,7 +91,7 @@ def test_verdict_and_noise():
 
 def test_missing_knows_the_three_nulls_and_nothing_else():
     import pandas as pd
-    from analysis.stats import missing
+    from analysis.stats.core import missing
     assert missing(None) and missing(float("nan")) and missing(pd.NA)
     assert not any(missing(v) for v in (0, 0.0, "", False, [], "nan"))
 
@@ -177,14 +177,14 @@ def test_t_at_non_integer_degrees_of_freedom_as_welch_needs():
     quantile matches the integrated reference (which takes any df)."""
     for df in (1, 2, 5, 12):
         for t in (-3.0, 0.4, 2.5):
-            assert abs(stats._t_cdf_real(t, float(df)) - stats.t_cdf(t, df)) < 1e-9, (df, t)
+            assert abs(tdist._t_cdf_real(t, float(df)) - stats.t_cdf(t, df)) < 1e-9, (df, t)
     for df in (2.5, 4.7, 11.3):
         q = stats.t_quantile(0.975, df)
         assert stats.t_quantile(0.975, int(df) + 1) < q < stats.t_quantile(0.975, int(df))
         assert abs(q - t_quantile(0.975, df)) < 2e-3 * q, df
     with pytest.raises(ValueError):
         stats.t_cdf(1.0, -0.5)
-    from analysis.stats import welch
+    from analysis.stats.core import welch
 
     a, b = np.array([0.0, 0.1, -0.1]), np.array([1.0, 1.3, 0.7, 1.0])
     lo, hi = welch(a, b)
@@ -205,8 +205,8 @@ def test_a_cells_own_interval_is_the_exact_t_bound():
         assert abs(stats.t_cdf(stats.t_quantile(0.975, df), df) - 0.975) < 1e-9
     with pytest.raises(ValueError):
         stats.t_cdf(1.0, 0)
-    from analysis.context import prepare
-    from analysis.load import discover_runs, load
+    from analysis.run_report.context import prepare
+    from analysis.data.load import discover_runs, load
     from conftest import ROOT
 
     found = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
@@ -231,7 +231,7 @@ def test_cold_compiles_of_every_process_get_a_welch_interval():
     """COLD_REPLICATES=1 runs: the cold first call has one sample a process, so its change gets
     Welch's interval on the logarithms, widened by the run-wide A/A shift (a run's processes share
     the host's state of their minute), instead of the A/A spread of one figure per run."""
-    from analysis import estimates as est
+    from analysis.stats import estimates as est
 
     slower = est.first_call_processes("cold", [10.0, 10.4, 9.8], [13.9, 14.3, 14.1], 0.02)
     assert slower.call == est.REGRESSED and 1.38 < slower.point < 1.43 and slower.lo > 1.05

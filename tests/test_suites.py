@@ -1,10 +1,12 @@
-"""Suite-level figures (analysis/suites.py) and the screen's choice of cells to confirm (analysis/screen.py)."""
+"""Suite-level figures (analysis/run_report/suites.py) and the screen's choice of cells to confirm (analysis/commands/screen.py)."""
 import math
 
 import pytest
 
-from analysis import screen, suites
-from collector.contract import suite_of
+from analysis.commands import screen
+
+from analysis.run_report import suites
+from collector.record.contract import suite_of
 
 
 def _row(model, status="ok", speedup=2.0, cold=10.0, mem=0.8, phase="infer", mode="default", cid=None, error=None):
@@ -111,7 +113,7 @@ def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():
 
 
 def test_the_confirmation_preset_holds_exactly_the_moved_cells():
-    from collector import matrix as mx
+    from collector.plan import matrix as mx
     import tempfile
     from pathlib import Path
 

@@ -1,12 +1,12 @@
-"""The exact intervals of analysis/tdist.py: closed forms where they exist, the Monte Carlo draws of
+"""The exact intervals of analysis/stats/tdist.py: closed forms where they exist, the Monte Carlo draws of
 the same model under several seeds where they do not, and no random number in a comparison's calls."""
 import math
 
 import numpy as np
 import pytest
 
-from analysis import stats, tdist
-from analysis.tdist import LogDist
+from analysis.stats import core as stats, tdist
+from analysis.stats.tdist import LogDist
 
 
 def test_t_cdf_vec_is_the_scalar_closed_form():
@@ -76,9 +76,9 @@ def test_a_comparison_of_cells_with_processes_draws_no_random_number(monkeypatch
     all, so no seed can change them; GNN training's speedup change is +12.9%, -1.4% to +29.3%, not
     called (the draws called it +0.7% to +30.0% with one seed pair, and not with others)."""
     from conftest import ROOT
-    from analysis import pair_estimates
-    from analysis.context import prepare
-    from analysis.load import discover_runs, load
+    from analysis.stats import pair_estimates
+    from analysis.run_report.context import prepare
+    from analysis.data.load import discover_runs, load
 
     def no_rng(*a, **k):
         raise AssertionError("a random number was drawn")

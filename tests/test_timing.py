@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from collector.timing import CpuClock, CudaClock
+from collector.child.timing import CpuClock, CudaClock
 
 
 class FakeEvent:

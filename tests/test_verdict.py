@@ -1,8 +1,8 @@
 """The verdict at the top of a run's report, on synthetic cells with known speedups."""
 import numpy as np
 
-from analysis import verdict
-from analysis.context import FailureRow
+from analysis.run_report import verdict
+from analysis.run_report.context import FailureRow
 
 
 def _cell(i, speedup, phase="infer", mode="default", verdict_="faster", spread=0.01, **kw):
@@ -14,7 +14,7 @@ def _cell(i, speedup, phase="infer", mode="default", verdict_="faster", spread=0
 
 def _reps(cells, sd=0.002):
     """Each cell's LogDist of ln speedup: three processes spread by about `sd` around its speedup."""
-    from analysis.tdist import LogDist
+    from analysis.stats.tdist import LogDist
 
     return {c["cell_id"]: LogDist.of_processes(np.log(c["speedup"]) + np.array([-sd, 0.0, sd]) * 1.7)
             for c in cells}
@@ -80,7 +80,7 @@ def test_the_verdict_says_whose_intervals_hold_the_autotuning_draw():
     caveat: a rerun can differ beyond the interval); with COLD_REPLICATES=1 the intervals hold it."""
     import json
 
-    from analysis.verdict import _autotune_caveat
+    from analysis.run_report.verdict import _autotune_caveat
 
     rec = {"kernels": {"k": "XBLOCK=64 num_warps=4"}, "count": 1, "unnamed": 0}
     warm = {"processes": 3, "replicate_cache": "warm", "autotune_json": json.dumps(rec)}

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from collector.launch import LauncherBase
-from analysis import estimates as est
-from analysis.compare import build_compare_report
-from analysis.context import prepare
-from analysis.load import discover_runs, load
-from analysis.render import render_compare
-from collector import matrix as mx
-from collector.executors import split_python, target_labels
-from collector.runner import Target, collect_targets
+from collector.host.launch import LauncherBase
+from analysis.stats import estimates as est
+from analysis.compare_report.compare import build_compare_report
+from analysis.run_report.context import prepare
+from analysis.data.load import discover_runs, load
+from analysis.render.pages import render_compare
+from collector.plan import matrix as mx
+from collector.commands.executors import split_python, target_labels
+from collector.host.runner import Target, collect_targets
 from conftest import ROOT
 
 ENV = {"device": "cpu", "device_name": "Test CPU", "hostname": "h", "gpu_name": None}
@@ -175,19 +175,20 @@ def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
 
 
 def test_per_process_medians_have_one_python_implementation_and_the_sql_twin_agrees():
-    """collector.contract.process_medians is what the progress line, the statistics and the
+    """collector.record.contract.process_medians is what the progress line, the statistics and the
     comparison use; the report's SQL (cell_stats.sql) computes the same figures."""
     import numpy as np
 
-    from analysis import stats
-    from collector import contract, progress
+    from analysis.stats import core as stats
+    from collector.record import contract
+    from collector.host import progress
 
     assert progress.process_medians is contract.process_medians
     found = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples")}
     loaded = load([found["aa-venv-direct"]])
     prepare(loaded)
     rows = loaded.con.execute("SELECT cell_id, eager_process_ms, compiled_process_ms FROM stats").fetchall()
-    from analysis.pair_estimates import samples as run_samples
+    from analysis.stats.pair_estimates import samples as run_samples
 
     samples = {c.key: c for c in run_samples(loaded, "aa-venv-direct")["reps"]}
     assert len(rows) == 4
@@ -221,10 +222,10 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
     """One upgrade for old manifests (a run from before `processes` resumes as one process a cell);
     a run.json that is not JSON, or lacks its environment, stops the collector with exit 2 and a
     message naming the file (it was a KeyError and a traceback)."""
-    from collector import store
+    from collector.host import store
     from collector.__main__ import main
-    from collector.contract import upgrade_manifest
-    from collector.faults import fake_python
+    from collector.record.contract import upgrade_manifest
+    from support.faults import fake_python
 
     assert upgrade_manifest({"protocol": {"blocks": 8}})["protocol"] == {"blocks": 8, "processes": 1,
                                                                           "plant_slowdown_pct": 0,
@@ -246,17 +247,17 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
 
 
 def test_a_protocol_setting_is_declared_once():
-    """collector.matrix.SETTINGS is the one declaration: the Protocol fields and defaults, the
+    """collector.plan.matrix.SETTINGS is the one declaration: the Protocol fields and defaults, the
     collector's options, the must-match keys of a resumed run, and every upgraded old key."""
     from dataclasses import fields
 
-    from collector import contract, store
+    from collector.record import contract, settings
     from collector.__main__ import parse_args
 
     names = [s.name for s in mx.SETTINGS]
     assert [f.name for f in fields(mx.Protocol)] == names
     assert all(f.default == s.default for f, s in zip(fields(mx.Protocol), mx.SETTINGS))
-    assert set(store.PROTOCOL_MUST_MATCH) == {s.name for s in mx.SETTINGS if s.must_match}
+    assert set(settings.MUST_MATCH) == {s.name for s in mx.SETTINGS if s.must_match}
     assert set(contract.PROTOCOL_BEFORE) <= set(names)
     args = parse_args(["--processes", "5", "--tf32", "1", "--plant-slowdown", "3", "--timeout", "60"])
     assert (args.processes, args.tf32, args.plant_slowdown_pct, args.timeout_s) == (5, "1", 3, 60)
@@ -265,9 +266,9 @@ def test_a_protocol_setting_is_declared_once():
 
 
 def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch):
-    """Every executor takes the same Request (collector.executors): a stand-in registered in
+    """Every executor takes the same Request (collector.commands.executors): a stand-in registered in
     EXECUTORS sees what the command asked for, without measuring anything."""
-    from collector import executors
+    from collector.commands import executors
     from collector.__main__ import main
 
     seen = []

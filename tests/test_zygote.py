@@ -1,4 +1,4 @@
-"""The fork launcher (collector/zygote.py, launch.ForkLauncher): results, logs, timeouts,
+"""The fork launcher (collector/host/zygote.py, launch.ForkLauncher): results, logs, timeouts,
 crashes, a dying parent, refused environments and leaked caches fall back to exec with a reason;
 and the real path (a smoke cell with torch and Inductor) through it."""
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.launch import ForkLauncher, SubprocessLauncher
+from collector.host.launch import ForkLauncher, SubprocessLauncher
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="fork launcher: Linux")
 
@@ -132,7 +132,7 @@ def test_cuda_questions_during_the_imports_get_the_probes_answers():
     """A CUDA parent answers torch.cuda.is_available()/device_count() from its probe child while it
     imports (nothing asks NVML, which starts a driver thread), and puts torch's own back after."""
     torch = pytest.importorskip("torch")
-    from collector import zygote
+    from collector.host import zygote
 
     real_available, real_count = torch.cuda.is_available, torch.cuda.device_count
     before = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
@@ -177,8 +177,8 @@ def test_real_cell_through_the_fork_launcher(tmp_path):
     compiling into the cell's own cache (the cold one from empty) and none into the parent's; then
     the same cell with COLD_REPLICATES=1, whose replicate compiles cold in an empty cache of its own."""
     pytest.importorskip("torch")
-    from collector import matrix as mx
-    from collector.cell_measure import measure_cell
+    from collector.plan import matrix as mx
+    from collector.host.cell_measure import measure_cell
 
     m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "blocks": 2})
     env = {"device": "cpu", "device_name": "cpu", "torch_version": "x", "hostname": "h"}

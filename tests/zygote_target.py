@@ -1,5 +1,5 @@
 """A stand-in cell process for the launcher tests: `main([spec, out])` does what spec["action"]
-says (the real cell is collector.cell; this one needs no torch)."""
+says (the real cell is collector.child.cell; this one needs no torch)."""
 import json
 import os
 import signal

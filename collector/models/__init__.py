@@ -5,6 +5,9 @@ for example `gpt:layers=2,seq_len=64` (options validated against the model's dec
 defaults), or a sourced model (collector/models/sources.py): `timm:<name>`, `hf:<ModelClass>`,
 or the user's `<module.path>:<function>` / `<file.py>:<function>`, each with free-form
 `:k=v,...` options. The canonical reference, options included, is part of the cell key.
+
+May import: collector.record (a sourced model's cell-key rules) and collector.modes; torch only inside a
+model's build, never at import.
 """
 from __future__ import annotations
 

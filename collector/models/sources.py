@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from collector import contract
+from collector.record import contract
 from collector.models.base import ModelSpec
 
 PREFIXES = contract.SOURCE_PREFIXES
@@ -33,7 +33,7 @@ class ModelBuildError(RuntimeError):
 
 
 def kind_of(ref: str) -> str | None:
-    """'timm', 'hf', 'user' or None (a built-in model) for a model reference (collector.contract,
+    """'timm', 'hf', 'user' or None (a built-in model) for a model reference (collector.record.contract,
     which the analysis shares to tell a row's suite)."""
     return contract.model_source(ref)
 

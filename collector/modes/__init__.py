@@ -3,6 +3,8 @@
 Adding a mode: a file with a ModeSpec named SPEC, and its module name in _MODULES. The matrix,
 the cell, the runner and the report read what they need from the spec (whether it compiles,
 replays CUDA graphs, is inference-only), so nothing else changes.
+
+The lowest floor. May import: the standard library only (collector.record reads the labels from here).
 """
 from __future__ import annotations
 

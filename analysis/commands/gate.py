@@ -1,0 +1,168 @@
+"""A release gate on a comparison: exit non-zero when a called regression exceeds a bound.
+
+    python -m analysis gate --baseline A --candidate B --max-regression 5%
+    make gate BASELINE=A CANDIDATE=B MAX_REGRESSION=5%
+
+Builds the comparison of B against A exactly as the report does (the same estimates, intervals and
+calls, with the run-to-run spread of sibling runs in the data folders, docs/comparison.md "Every
+quantity, called on its own") and fails on every change that is *called* a regression (its 95%
+interval excludes no change and it is at least the minimum effect) and whose point estimate is worse
+than the bound: a compiled or eager step time or a peak memory more than the bound higher, a speedup
+more than the bound lower, or the run's cold or warm first call (the geometric mean over its cells,
+called against the A/A run-level bound as the verdict does) more than the bound longer. One cell's
+first call is one sample a process and moved by up to +61% between same-build runs on one machine
+(benchmarks/false_alarms.py), so it is gated cell by cell only with --per-cell-first-call. Changes
+that are not called (within the noise, launch-bound sides) never fail the gate, whatever their
+point estimate. With `--repeat A2:B2` (repeatable; make REPEATS=) the
+same two versions measured on other machines are judged too (analysis/compare_report/repeats.py), and a regression
+fails only where it is called a regression in every pair that measured its cell and its smallest
+change across them is beyond the bound; the others are listed as not repeated. Exit codes: 0 pass, 1 a regression beyond the bound
+(named, one line each), 2 bad input (unknown run, bad bound), 3 unreadable data.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from analysis.stats import estimates as est
+from analysis.compare_report import repeats
+from analysis.stats import core as stats
+from analysis.stats.history import History
+
+
+def parse_bound(text: str) -> float:
+    """'5%', '5' or '0.05' -> 0.05."""
+    raw = text.strip()
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        raise ValueError(f"--max-regression takes a percentage such as 5% (got {text!r})") from None
+    if raw.endswith("%") or value >= 1:
+        value /= 100
+    if not 0 <= value < 10:
+        raise ValueError(f"--max-regression must be from 0% up (got {text!r})")
+    return value
+
+
+def worse_by(quantity: str, ratio: float) -> float:
+    """How much worse a ratio B/A is, as a fraction (negative: better)."""
+    return (1 - ratio) if est.QUANTITIES[quantity][1] else (ratio - 1)  # True: higher is better
+
+
+FIRST_CALL = ("cold", "warm")
+
+
+def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None,
+           per_cell_first_call: bool = False) -> list[dict]:
+    """The called regressions whose change is worse than `bound` (a fraction), worst first; first
+    calls cell by cell only with `per_cell_first_call` (run_level_first_call gates the run's)."""
+    out = []
+    for c in changes:
+        if c.get("call") != est.REGRESSED or (quantities and c["quantity"] not in quantities):
+            continue
+        if c["quantity"] in FIRST_CALL and not per_cell_first_call:
+            continue
+        worse = worse_by(c["quantity"], c["ratio"])
+        if worse > bound:
+            out.append({**c, "worse": worse})
+    return sorted(out, key=lambda c: -c["worse"])
+
+
+def run_level_first_call(changes: list[dict], bound: float, quantities: set[str] | None = None) -> list[dict]:
+    """The run's cold and warm first call, the geometric mean of its cells' ratios, called against the
+    A/A run-level bound (estimates.run_level_bound, the verdict's line): a regression beyond `bound`."""
+    out = []
+    for q in FIRST_CALL:
+        pts = [c["ratio"] for c in changes if c["quantity"] == q and c.get("ratio")]
+        if not pts or (quantities and q not in quantities):
+            continue
+        g = math.exp(sum(math.log(x) for x in pts) / len(pts))
+        e = est.from_noise(q, g, est.run_level_bound(q, len(pts)), 0.0, "")
+        if e.call == est.REGRESSED and worse_by(q, g) > bound:
+            out.append({"cell": f"the run ({len(pts)} cells, geometric mean)", "quantity": q, "ratio": g,
+                        "lo": e.lo, "hi": e.hi, "interval_from": "the A/A run-level bound", "worse": worse_by(q, g)})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    from analysis.compare_report.compare import build_compare_report
+    from analysis.data.load import DataError, discover_runs, load
+    from analysis.run_report.context import prepare
+
+    p = argparse.ArgumentParser(prog="python -m analysis gate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
+    p.add_argument("--baseline", required=True, help="the baseline run id (A)")
+    p.add_argument("--candidate", required=True, help="the candidate run id (B)")
+    p.add_argument("--max-regression", default="5%", help="fail on a called regression worse than this (default 5%%)")
+    p.add_argument("--quantities", default=",".join(est.QUANTITIES),
+                   help=f"which quantities gate (default all: {','.join(est.QUANTITIES)})")
+    p.add_argument("--repeat", action="append", default=[], metavar="A2:B2",
+                   help="a further pair of runs of the same two versions from another machine or run set (repeatable): "
+                   "fail only on regressions that repeat in every pair")
+    p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
+    p.add_argument("--per-cell-first-call", action="store_true",
+                   help="gate each cell's cold and warm first call too, not only the run's geometric mean")
+    p.add_argument("--reps", type=stats.replicates, default=stats.DEFAULT_REPS,
+                   help="bootstrap replicates where a cell has one process")
+    p.add_argument("--min-effect", type=stats.fraction, default=stats.MIN_EFFECT, dest="min_effect",
+                   help="smallest change (as a fraction) that is called, as in the report (default 0.02)")
+    args = p.parse_args(argv)
+
+    try:
+        bound = parse_bound(args.max_regression)
+        quantities = {q.strip() for q in args.quantities.split(",") if q.strip()}
+        unknown = quantities - set(est.QUANTITIES)
+        if unknown:
+            raise ValueError(f"unknown quantit(y/ies) {', '.join(sorted(unknown))}; valid: {', '.join(est.QUANTITIES)}")
+        roots = [Path(d) for d in (args.data or ["data"])]
+        runs = {r.run_id: r for d in roots for r in discover_runs(d)}
+        pairs = [repeats.parse(x) for x in args.repeat]
+        ids = [args.baseline, args.candidate] + [x for pair in pairs for x in pair]
+        missing = [x for x in dict.fromkeys(ids) if x not in runs]
+        if missing:
+            raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
+        a, b = runs[args.baseline], runs[args.candidate]
+        loaded = load([runs[x] for x in dict.fromkeys(ids)])
+        prepare(loaded)
+        report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps,
+                                      min_effect=args.min_effect, repeat_runs=[(runs[x], runs[y]) for x, y in pairs],
+                                      history=History(list(runs.values())))
+    except (ValueError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot read the runs: {exc.strerror or exc} ({exc.filename})", file=sys.stderr)
+        return 3
+    changes = report.chart_rows.get("estimates", [])
+    failing = beyond(changes, bound, quantities, args.per_cell_first_call)
+    dropped = []
+    if report.repeat_pairs:
+        fate = {(r.cell_id, r.quantity): r for r in report.repeat_rows}
+        kept = []
+        for c in failing:
+            r = fate[(c["cell_id"], c["quantity"])]
+            smallest = min(worse_by(c["quantity"], x) for x in r.points if x is not None)
+            held = r.outcome in (repeats.REPEATS, repeats.WHERE_PAIRED) and smallest > bound
+            (kept if held else dropped).append((c, r))
+        failing = [c for c, _ in kept]
+    failing += run_level_first_call(changes, bound, quantities)  # the run as a whole: not repeated per cell
+    called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
+    head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "
+            f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
+            f"{len(failing)} beyond {bound * 100:g}%")
+    if report.repeat_pairs:
+        # repeats where paired count: a cell some pairs did not measure repeats in those that did
+        head += f" that repeat in every pair of runs that has the cell ({len(report.repeat_pairs)} pairs)"
+    for c, r in dropped:
+        print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "
+              f"{' / '.join(r.changes)} ({r.outcome})")
+    if not failing:
+        print(f"{head}: pass")
+        return 0
+    print(f"{head}: FAIL")
+    for c in failing:
+        print(f"  {c['cell']}: {est.QUANTITIES[c['quantity']][0]} {est.pct(c['ratio'])} "
+              f"(95% CI {est.pct(c['lo'])} to {est.pct(c['hi'])}; {c['interval_from']})")
+    return 1

@@ -1,0 +1,222 @@
+"""Screen, then confirm: which cells of two screening runs (one process a cell) to measure again.
+
+    python -m analysis confirm --baseline A --candidate B [--threshold 10% | --aa X:Y] [--processes 3] [--run ID]
+        [--cells PATTERN,...] [--max-cells N] [--dry-run | --write-only]
+    make confirm BASELINE=A CANDIDATE=B [THRESHOLD=10% | AA=X:Y] [PROCESSES=3] [RUN=ID] [CELLS=] [MAX_CELLS=]
+        [DRY=1 | WRITE_ONLY=1]
+
+A suite pass cannot afford several processes for every cell, so it is screened with one (the
+dashboard's protocol: the suite presets' default) and only the cells whose screen moved are measured
+again, with PROCESSES (default 3) fresh processes, under both runs' interpreters interleaved, into
+runs <ID>-A and <ID>-B. The comparison of those two runs is the one that calls changes; the screens'
+comparison only chooses what to confirm (docs/suites.md). A cell moved when its compiled step time or
+its speedup changed by more than the threshold either way, or when it passes in one screen and fails in
+the other. The threshold is the screen's own A/A spread: the largest change of each quantity over the
+cells of an A/A pair of screens (--aa X:Y, the same interpreter screened twice), or --threshold for both.
+On a budget, --cells narrows the choice to cell ids matching a pattern and --max-cells keeps the N cells
+that moved most (status changes first); the listing says how many were left out. --write-only writes the
+preset and prints the collector's command without measuring: to run the confirmation on another machine
+(the GPU one), where the interpreters the screens recorded live.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.stats.fmt import cell_label
+
+DEFAULT_THRESHOLD = 0.10  # what it sends to confirmation in an A/A and a planted 5%: docs/suites.md
+AXES = (("models", "model"), ("phases", "phase"), ("dtypes", "dtype"), ("batch_sizes", "batch_size"),
+        ("modes", "mode"), ("compile_scopes", "compile_scope"), ("dynamic", "dynamic"))
+
+
+@dataclass(frozen=True)
+class Moved:
+    cell_id: str
+    label: str
+    why: str  # "compiled step +14.2%", "ok -> compile_error"
+    size: float = math.inf  # the larger |ln B/A| of the two quantities; inf for a status change
+
+
+def changes(pairs: list[dict]) -> dict[str, tuple[float, float]]:
+    """cell_id -> (|ln compiled B/A|, |ln speedup B/A|) over the compiled cells ok in both runs."""
+    out = {}
+    for p in pairs:
+        if p.get("mode") == "eager" or p.get("status_a") != "ok" or p.get("status_b") != "ok":
+            continue
+        vals = [p.get(k) for k in ("compiled_a", "compiled_b", "speedup_a", "speedup_b")]
+        if all(isinstance(v, (int, float)) and v > 0 for v in vals):
+            out[p["cell_id"]] = (abs(math.log(vals[1] / vals[0])), abs(math.log(vals[3] / vals[2])))
+    return out
+
+
+def aa_spread(pairs: list[dict]) -> tuple[float, float]:
+    """The A/A spread of a pair of screens, per quantity: the largest change of the compiled step and
+    of the speedup over its cells, as fractions (exp(max |ln B/A|) - 1). ValueError when no cell is ok
+    in both."""
+    ch = changes(pairs)
+    if not ch:
+        raise ValueError("the A/A pair has no compiled cell ok in both runs: no spread to measure")
+    return tuple(math.exp(max(c[i] for c in ch.values())) - 1 for i in (0, 1))
+
+
+def moved(pairs: list[dict], threshold: float | tuple[float, float]) -> list[Moved]:
+    """The cells to confirm: a change beyond the threshold either way (one fraction for both quantities,
+    or (compiled step, speedup)), or a status change (ok in one screen only)."""
+    ch = changes(pairs)
+    limits = [math.log1p(t) for t in (threshold if isinstance(threshold, tuple) else (threshold, threshold))]
+    out = []
+    for p in pairs:
+        if p.get("mode") == "eager":
+            continue
+        cid = p["cell_id"]
+        sa, sb = p.get("status_a"), p.get("status_b")
+        if "skipped" not in (sa, sb) and (sa == "ok") != (sb == "ok"):
+            out.append(Moved(cid, cell_label(p), f"{sa} -> {sb}"))
+        elif cid in ch and (ch[cid][0] > limits[0] or ch[cid][1] > limits[1]):
+            comp = math.log(p["compiled_b"] / p["compiled_a"])
+            sp = math.log(p["speedup_b"] / p["speedup_a"])
+            why = (f"compiled step {100 * math.expm1(comp):+.1f}%" if abs(comp) > limits[0]
+                   else f"speedup {100 * math.expm1(sp):+.1f}%")
+            out.append(Moved(cid, cell_label(p), why, max(ch[cid])))
+    return out
+
+
+def narrow(found: list[Moved], patterns: list[str] | None = None, max_cells: int | None = None) -> list[Moved]:
+    """The moved cells whose id matches one of `patterns` (fnmatch; all when none), at most `max_cells`
+    of them: status changes first, then the largest moves (ties in the screen's order)."""
+    if patterns:
+        found = [m for m in found if any(fnmatch.fnmatchcase(m.cell_id, pat) for pat in patterns)]
+    if max_cells is not None:
+        if max_cells < 1:
+            raise ValueError(f"--max-cells must be at least 1 (got {max_cells})")
+        keep = {m.cell_id for m in sorted(found, key=lambda m: -m.size)[:max_cells]}
+        found = [m for m in found if m.cell_id in keep]
+    return found
+
+
+def confirm_preset(manifest: dict, cells: list[dict], processes: int) -> str:
+    """A preset (TOML text) of exactly `cells`, one include each, with the screen's protocol and
+    `processes` fresh processes a cell."""
+    proto = dict(manifest.get("protocol") or {})
+    proto["processes"] = processes
+    for k in ("plant_slowdown_pct", "plant_compile_ms"):
+        proto.pop(k, None)  # given on the command line, for the candidate only
+    lines = [f"description = {json.dumps('confirmation of ' + str(len(cells)) + ' screened cells')}",
+             f"device = {json.dumps(manifest.get('device') or 'auto')}"]
+    lines += [f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}" for k, v in sorted(proto.items())]
+    first, rest = cells[0], cells[1:]
+    lines += [f"{axis} = [{json.dumps(first.get(key) or 'auto')}]" for axis, key in AXES]
+    for c in rest:
+        lines.append("[[include]]")
+        lines += [f"{axis} = [{json.dumps(c.get(key) or 'auto')}]" for axis, key in AXES]
+    return "\n".join(lines) + "\n"
+
+
+def command(preset: Path, run_id: str, out: Path, python_a: str, python_b: str, plant: dict) -> list[str]:
+    """The collector's command line for the confirmation: both interpreters interleaved, runs <run_id>-A/-B."""
+    cmd = [sys.executable, "-m", "collector", "--preset", str(preset), "--out", str(out), "--run-id", run_id,
+           "--python", f"A={python_a}", "--python", f"B={python_b}"]
+    if plant.get("plant_slowdown_pct"):
+        cmd += ["--plant-slowdown", str(int(plant["plant_slowdown_pct"])), "--plant-on", "B"]
+    if plant.get("plant_compile_ms"):
+        cmd += ["--plant-compile", str(int(plant["plant_compile_ms"])), "--plant-on", "B"]
+    return cmd
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly, no traceback
+
+    from analysis.commands.gate import parse_bound
+    from analysis.data.load import DataError, discover_runs, load, sql
+    from analysis.run_report.context import prepare
+
+    p = argparse.ArgumentParser(prog="python -m analysis confirm", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--threshold", help=f"confirm cells that moved by more than this (default {DEFAULT_THRESHOLD:.0%})")
+    p.add_argument("--aa", metavar="X:Y", help="an A/A pair of screens: the threshold is its largest change")
+    p.add_argument("--processes", type=int, default=3)
+    p.add_argument("--run", help="the confirmation's run id (runs <id>-A and <id>-B; default <baseline>-confirm)")
+    p.add_argument("--out", default="data/runs", help="where the confirmation runs are written")
+    p.add_argument("--cells", help="only cells whose id matches one of these comma-separated patterns ('hf-*')")
+    p.add_argument("--max-cells", type=int, help="at most this many cells: status changes, then the largest moves")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--dry-run", action="store_true", help="list the cells and the command, write and measure nothing")
+    how.add_argument("--write-only", action="store_true",
+                     help="write the preset and print the command, measure nothing (to run it on another machine)")
+    args = p.parse_args(argv)
+    try:
+        if args.processes < 2:
+            raise ValueError("--processes must be at least 2: a confirmation calls changes over processes")
+        roots = [Path(d) for d in (args.data or ["data"])]
+        runs = {r.run_id: r for d in roots for r in discover_runs(d)}
+        aa = args.aa.split(":") if args.aa else []
+        if args.aa and len(aa) != 2:
+            raise ValueError(f"--aa takes two run ids as X:Y (got {args.aa!r})")
+        missing = [x for x in [args.baseline, args.candidate, *aa] if x not in runs]
+        if missing:
+            raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
+        loaded = load([runs[x] for x in dict.fromkeys([args.baseline, args.candidate, *aa])])
+        prepare(loaded)
+
+        def pairs(x: str, y: str) -> list[dict]:
+            df = loaded.con.execute(sql("compare_pairs"), {"baseline": x, "candidate": y}).df()
+            return df.astype(object).where(df.notna(), None).to_dict("records")
+        if aa:
+            threshold, source = aa_spread(pairs(*aa)), f"the A/A spread of {aa[0]}:{aa[1]}"
+        elif args.threshold:
+            threshold, source = parse_bound(args.threshold), "--threshold"
+        else:
+            threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
+    except (ValueError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    a, b = runs[args.baseline], runs[args.candidate]
+    screen_pairs = pairs(args.baseline, args.candidate)  # read once: the choice, the count and the preset
+    every = moved(screen_pairs, threshold)
+    try:
+        found = narrow(every, [x.strip() for x in args.cells.split(",") if x.strip()] if args.cells else None,
+                       args.max_cells)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    screened = len(changes(screen_pairs))
+    beyond = (f"{threshold[0]:.1%} (compiled step) or {threshold[1]:.1%} (speedup)" if isinstance(threshold, tuple)
+              else f"{threshold:.1%}")
+    print(f"screen {args.candidate} against {args.baseline}: {len(every)} cell(s) moved of {screened} ok in "
+          f"both, beyond {beyond} ({source}), or passing in one screen only")
+    for m in found:
+        print(f"  {m.label}: {m.why}")
+    if len(found) < len(every):
+        print(f"  ({len(every) - len(found)} moved cell(s) left out by --cells/--max-cells: not confirmed)")
+    if not found:
+        print("nothing to confirm")
+        return 0
+    rows = {r["cell_id"]: r for r in screen_pairs}
+    run_id = args.run or f"{args.baseline}-confirm"
+    out = Path(args.out)
+    preset = out / f"{run_id}.toml"
+    cells = [rows[m.cell_id] for m in found]
+    text = confirm_preset(a.manifest, cells, args.processes)
+    pys = [r.env.get("python_executable") or "python3" for r in (a, b)]
+    cmd = command(preset, run_id, out, pys[0], pys[1], b.manifest.get("protocol") or {})
+    print("confirm with: " + shlex.join(cmd))
+    if args.dry_run:
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    preset.write_text(text)
+    if args.write_only:
+        print(f"wrote {preset} ({len(found)} cell(s)); measure nothing here")
+        return 0
+    return subprocess.call(cmd, cwd=Path(__file__).resolve().parents[2])

@@ -1,0 +1,369 @@
+"""Find runs, check their Parquet files against the contract, load them into DuckDB.
+
+Every file is checked on its own before any union (readable, this schema's columns with this
+schema's types, a known version, one row, named after its cell): a bad file is reported by
+name and left out, and never changes how the other files are read; `strict=True` turns bad
+files into an error. A run is its folder: its id is the folder's name (reports are written
+under that name, never under a name read from a file), and an unreadable run.json affects that
+run only.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from analysis.data import bad_samples
+from collector.record.compact import COMPACT, fingerprint, read_index
+from collector.record.contract import cell_id_of, upgrade_manifest
+from collector.record.schema import COLUMNS, SCHEMA_VERSION, columns_of, regular
+
+KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
+_STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
+SQL_DIR = Path(__file__).parent / "sql"
+
+
+class DataError(ValueError):
+    """Input data that cannot be reported; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory: its id (the folder's name), folder, manifest (run.json) and what was
+    wrong with the manifest (each problem a (file, reason) pair, shown on the run's report)."""
+
+    run_id: str
+    path: Path
+    manifest: dict
+    problems: tuple = ()
+
+    @property
+    def env(self) -> dict:
+        return self.manifest.get("environment", {})
+
+    @property
+    def files(self) -> list[Path]:
+        """The run's cell files: regular files only (a FIFO or device named *.parquet would block
+        or mislead a reader; `irregular` names them)."""
+        return [p for p in sorted((self.path / "cells").glob("*.parquet")) if regular(p)]
+
+    @property
+    def irregular(self) -> list[tuple[str, str]]:
+        return [(str(p), f"not a regular file ({_kind(p)}): left out") for p in
+                sorted((self.path / "cells").glob("*.parquet")) if not regular(p)]
+
+
+def _kind(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
+
+
+@dataclass
+class Loaded:
+    """A DuckDB connection holding table `cells_raw` (good rows only, as stored), view `cells` (the
+    same rows brought up to the current schema) and the files left out."""
+
+    con: duckdb.DuckDBPyConnection
+    runs: list[Run]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    flagged: list[tuple[str, str]] = field(default_factory=list)  # (cell file, what was left out of it)
+    cache: dict = field(default_factory=dict)  # what is computed once per run (stats.run_samples)
+
+    def skipped_in(self, *runs: Run) -> list[tuple[str, str]]:
+        """The files left out (and manifest problems) of these runs only."""
+        roots = [str(r.path) + os.sep for r in runs]
+        return [(f, why) for f, why in self.skipped if any((f + os.sep).startswith(x) for x in roots)]
+
+    def flagged_in(self, *runs: Run) -> list[tuple[str, str]]:
+        """The cells of these runs whose samples were partly left out (not finite positive times)."""
+        roots = [str(r.path) + os.sep for r in runs]
+        return [(f, why) for f, why in self.flagged if any(f.startswith(x) for x in roots)]
+
+
+def sql(name: str) -> str:
+    """Text of analysis/data/sql/<name>.sql."""
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+# manifest keys the reports read, with the type each must have
+_MANIFEST_TYPES = {"environment": dict, "protocol": dict, "sessions": list, "preset": str, "description": str,
+                   "merged_from": list}
+
+
+def read_manifest(path: Path) -> tuple[dict, list[tuple[str, str]]]:
+    """run.json as a dict and its problems; an unreadable or malformed manifest is an empty one
+    (the run's cells are still reported) and a problem naming the file."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {}, [(str(path), f"unreadable run manifest ({type(exc).__name__}: {str(exc)[:200]}); "
+                                 "the run is reported without its environment and sessions")]
+    if not isinstance(data, dict):
+        return {}, [(str(path), f"run manifest is a JSON {type(data).__name__}, not an object; "
+                                 "the run is reported without its environment and sessions")]
+    problems = []
+    for key, kind in _MANIFEST_TYPES.items():
+        if key in data and not isinstance(data[key], kind):
+            problems.append((str(path), f"run manifest field {key!r} is a {type(data[key]).__name__}, "
+                                        f"not a {kind.__name__}; left out"))
+            data = {k: v for k, v in data.items() if k != key}
+    if isinstance(data.get("sessions"), list):
+        data["sessions"] = [x for x in data["sessions"] if isinstance(x, dict)]
+    if isinstance(data.get("environment"), dict) and not all(isinstance(k, str) for k in data["environment"]):
+        data["environment"] = {}
+    name = path.parent.name
+    if data.get("run_id") not in (None, name):
+        problems.append((str(path), f"run manifest names run {str(data.get('run_id'))[:100]!r}; this report "
+                                    f"uses the folder's name {name!r} (a run is its folder)"))
+    return upgrade_manifest(data), problems
+
+
+def _manifests(root: Path) -> list[Path]:
+    """Every run.json under `root`, following symlinked folders (data on another disk) once each."""
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a symlink loop, or two links to one folder
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames.sort()
+        if "run.json" in filenames:
+            found.append(Path(dirpath) / "run.json")
+            dirnames[:] = [d for d in dirnames if d != "cells" and d != "logs"]
+    return found
+
+
+def discover_runs(root: Path) -> list[Run]:
+    """Every folder under `root` (or `root` itself) that holds a run.json, sorted by path. The run
+    id is the folder's name."""
+    root = Path(root)
+    if (root / "run.json").exists():
+        manifests = [root / "run.json"]
+    elif not root.exists():
+        raise DataError(f"{root}: no such folder")
+    else:
+        manifests = sorted(_manifests(root))
+    runs = []
+    for m in manifests:
+        if not regular(m):  # never opened (a FIFO would block the reader); the other runs are reported
+            manifest, problems = {}, [(str(m), f"run manifest is not a regular file ({_kind(m)}): not read; "
+                                               "the run is reported without its environment and sessions")]
+        else:
+            manifest, problems = read_manifest(m)
+        runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))
+    return runs
+
+
+def check_unique(runs: list[Run]) -> None:
+    """Two folders with one run id would mix their cells: refuse, naming both."""
+    seen: dict[str, Path] = {}
+    for r in runs:
+        if r.run_id in seen:
+            raise DataError(f"run id {r.run_id!r} is in two folders, {seen[r.run_id]} and {r.path}; "
+                            "move or rename one (run ids must be unique across --data folders)")
+        seen[r.run_id] = r.path
+
+
+def _signatures(rows) -> dict[str, dict[str, tuple]]:
+    """Per file, per top-level column: the Parquet types of the column and its nested parts
+    (a list column is a group, then `list`, then `element`), from parquet_schema rows in order."""
+    out: dict[str, dict[str, tuple]] = {}
+    current: dict[str, str] = {}
+    for f, name, kind in rows:
+        cols = out.setdefault(f, {})
+        if name in _STRUCTURAL:
+            if f in current:
+                cols[current[f]] += (kind,)
+        else:
+            current[f] = name
+            cols[name] = (kind,)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _reference() -> dict[str, tuple]:
+    """The contract's column signatures: those of a zero-row file written with its schema."""
+    con = duckdb.connect()
+    rows = con.execute("SELECT file_name, name, type FROM parquet_schema(?)", [[str(_empty_file())]]).fetchall()
+    return next(iter(_signatures(rows).values()))
+
+
+def _file_schemas(con, files: list[str]) -> tuple[dict[str, dict[str, tuple]], list[tuple[str, str]]]:
+    """Column signatures per file from the Parquet footers; corrupt files found one by one."""
+    query = "SELECT file_name, name, type FROM parquet_schema(?)"
+    try:
+        rows = con.execute(query, [files]).fetchall()
+        bad = []
+    except duckdb.Error:
+        rows, bad = [], []
+        for f in files:
+            try:
+                rows += con.execute(query, [[f]]).fetchall()
+            except duckdb.Error as exc:
+                bad.append((f, f"unreadable Parquet ({str(exc).splitlines()[0][:200]})"))
+    return _signatures(rows), bad
+
+
+def _validate(con, files: list[str], one_row: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split files into (good, skipped with reasons), each file judged on its own: readable, this
+    schema's columns with this schema's types, a known schema version, and (cell files,
+    `one_row`) exactly one row."""
+    if not files:
+        return [], []
+    sigs, skipped = _file_schemas(con, files)
+    ref = _reference()
+    good = []
+    oldest = columns_of(1)  # every version has these; later versions only add columns
+    for f in files:
+        if f not in sigs:
+            continue
+        cols = set(sigs[f])
+        missing, extra = oldest - cols, cols - set(COLUMNS)
+        wrong = sorted(c for c in cols & set(ref) if sigs[f][c] != ref[c])
+        if "schema_version" not in cols:
+            skipped.append((f, "no schema_version column: not a cell file of this project"))
+        elif missing or extra or wrong:
+            parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
+                    ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else []) + \
+                    [f"column {c} stored as {'/'.join(map(str, sigs[f][c]))}, not "
+                     f"{'/'.join(map(str, ref[c]))}" for c in wrong[:3]] + \
+                    ([f"and {len(wrong) - 3} more column(s) of the wrong type"] if len(wrong) > 3 else [])
+            skipped.append((f, "; ".join(parts)))
+        else:
+            good.append(f)
+    if good and one_row:
+        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [good]).fetchall())
+        for f in list(good):
+            n = counts.get(f, 0)
+            if n != 1:
+                skipped.append((f, "no rows (an empty cell file)" if n == 0
+                                else f"{n} rows; a cell file holds one cell (one row)"))
+                good.remove(f)
+    if good:  # every file has the contract's types here, so reading them together widens nothing
+        versions = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true, "
+                               "union_by_name=true)", [good]).fetchall()
+        bad = {}
+        for f, v in versions:
+            if v not in KNOWN_VERSIONS:
+                bad[f] = f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"
+            elif columns_of(v) - set(sigs[f]):
+                bad[f] = f"missing column(s) {', '.join(sorted(columns_of(v) - set(sigs[f])))} (schema version {v})"
+        skipped += sorted(bad.items())
+        good = [f for f in good if f not in bad]
+    return good, skipped
+
+
+def _check_cells(con, runs: list["Run"]) -> list[tuple[str, str]]:
+    """After loading: a cell file must be named after its cell (a copy such as `x (copy).parquet`
+    would count the cell twice), and two rows of one run must not share a cell key (a copy renamed
+    and relabelled as another cell); rows take their run id from their folder. Returns what was
+    left out or noted."""
+    notes = []
+    rows = con.execute("SELECT filename, cell_id, model, phase, dtype, batch_size, mode, compile_scope, dynamic "
+                       "FROM cells_raw ORDER BY filename").fetchall()
+    by_key: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for f, cell_id, *key in rows:
+        if Path(f).stem != cell_id:
+            notes.append((f, f"holds cell {cell_id!r}; a cell file is named <cell id>.parquet "
+                             "(a copy? it would count the cell twice)"))
+            con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
+        else:
+            by_key.setdefault((str(Path(f).parent), cell_id_of(*key)), []).append((f, cell_id))
+    for (_, keyed), found in by_key.items():  # one cell measured twice under two names (a relabelled copy)
+        if len(found) < 2:
+            continue
+        keep = next(((f, c) for f, c in found if c == keyed), found[0])
+        for f, cell_id in found:
+            if (f, cell_id) != keep:
+                notes.append((f, f"names cell {cell_id!r} but its key (model, phase, dtype, batch size, mode, scope) "
+                                 f"is that of {keep[1]!r}, already counted: a relabelled copy"))
+                con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
+    for run in runs:
+        prefix = str(run.path / "cells") + os.sep
+        merged = run.manifest.get("merged_from") or []  # shards joined by collector.commands.shard: expected ids
+        others = [o for o in con.execute("SELECT DISTINCT run_id FROM cells_raw WHERE starts_with(filename, $p) "
+                                         "AND run_id IS DISTINCT FROM $id", {"p": prefix, "id": run.run_id}).fetchall()
+                  if o[0] not in merged]
+        if others or merged:
+            if others:
+                notes.append((str(run.path / "cells"), "rows name run(s) " + ", ".join(repr(o[0]) for o in others) +
+                              f"; counted as run {run.run_id!r}, the folder's name"))
+            con.execute("UPDATE cells_raw SET run_id = $id WHERE starts_with(filename, $p)",
+                        {"p": prefix, "id": run.run_id})
+    return notes
+
+
+def load(runs: list[Run], strict: bool = False) -> Loaded:
+    """Validate every cell of `runs` and load the good ones into table `cells`.
+
+    A run's compact.parquet (written by the collector at the end of each session) stands in
+    for the cell files it holds unchanged; new or changed cell files are read one by one.
+    """
+    check_unique(runs)
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    loose: list[str] = []
+    compacts: list[tuple[str, list[str], str]] = []  # (compact file, cell ids it stands for, run dir)
+    for run in runs:
+        index = read_index(run.path)
+        covered = []
+        for f in run.files:
+            if f.name in index and index[f.name] == fingerprint(f):
+                covered.append(f.stem)
+            else:
+                loose.append(str(f))
+        if covered:
+            compacts.append((str(run.path / COMPACT), covered, str(run.path)))
+    good_compacts, _ = _validate(con, [c[0] for c in compacts], one_row=False)
+    for path, ids, run_dir in compacts:
+        if path not in good_compacts:  # a bad compact file only means the slower path: its cell files
+            loose += [str(Path(run_dir) / "cells" / f"{i}.parquet") for i in ids]
+    good, skipped = _validate(con, loose)
+    con.execute("CREATE TABLE cells_raw AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
+                [str(_empty_file())])
+    for path, ids, run_dir in compacts:
+        if path in good_compacts:
+            con.execute("INSERT INTO cells_raw BY NAME SELECT *, $dir || '/cells/' || cell_id || '.parquet' AS filename "
+                        "FROM read_parquet($path) WHERE cell_id IN (SELECT unnest($ids))",
+                        {"dir": run_dir, "path": path, "ids": ids})
+    if good:
+        con.execute("INSERT INTO cells_raw BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
+                    [good])
+    skipped = sorted(p for run in runs for p in [*run.problems, *run.irregular]) + \
+        sorted(skipped + _check_cells(con, runs))
+    if skipped and strict:
+        raise DataError("bad input files:\n" + "\n".join(f"  {f}: {why}" for f, why in skipped))
+    flagged = bad_samples.leave_out(con)
+    con.execute(sql("upgrade"))  # view `cells`: every row in the current schema's terms
+    return Loaded(con, runs, skipped, flagged)
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_file() -> Path:
+    """A zero-row Parquet file with the contract's schema (so an empty run still has a table), written
+    once per process into a private folder of its own (mkdtemp: mode 0700, a fresh name) and removed
+    at exit: nothing another process or an earlier run left in the temporary folder is trusted."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from collector.record.schema import SCHEMA
+
+    folder = Path(tempfile.mkdtemp(prefix="tcb-report-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / f"empty-v{SCHEMA_VERSION}.parquet"
+    pq.write_table(pa.Table.from_pylist([], schema=SCHEMA), path)
+    return path

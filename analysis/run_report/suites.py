@@ -1,0 +1,208 @@
+"""Suite-level figures, the four PyTorch's own dashboard tracks per suite and release: pass rate,
+geometric-mean speedup, cold compile time and the peak-memory ratio, per suite (timm, huggingface,
+user, builtin: collector.record.contract.suite_of), phase and mode; and, between two runs, which models newly
+fail or newly pass and how each suite's figures moved (docs/suites.md).
+
+- pass rate: ok cells over attempted cells. A cell that failed to build, export, compile or run, or whose
+  compiled output differs from eager's (accuracy_fail), counts in the denominator; a `skipped` cell (a
+  package missing where it ran) was not attempted and does not.
+- geomean speedup: over the ok cells, with the interval of the run report's verdict (the exact t
+  model over each cell's processes; analysis/stats.geomean_interval).
+- cold compile: the median and the total of the ok cells' first compiled calls (cold cache), seconds.
+- memory ratio: the geometric mean of compiled / eager peak allocated memory (warm), CUDA only.
+- between runs, the suite's speedup change over the models ok in both: the geometric mean of the
+  per-model ratios B/A with Student's t interval over models (stats.exact_t_interval): deterministic,
+  and each model's own noise is inside the spread between models. It is called (the one rule,
+  stats.verdict) only where every cell of the group was timed in several processes in both runs: a
+  screen (one process a cell) chooses what to confirm (analysis/commands/screen.py) and calls nothing.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.stats import core as stats
+from analysis.stats.fmt import cell_label
+from collector.record.contract import suite_of
+
+OK = "ok"
+NOT_ATTEMPTED = ("skipped",)
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    """One suite, phase and mode of one run, formatted; `numbers` the same machine-readable."""
+
+    suite: str
+    phase: str
+    mode: str
+    pass_rate: str  # "21 of 24 (88%)"
+    speedup: str  # "1.85x"
+    interval: str  # "1.62x-2.11x"
+    compile_median: str  # "18.2 s"
+    compile_total: str  # "7.1 min" (always minutes)
+    memory_ratio: str  # "0.82x", "-" off CUDA
+    failed: str  # "2 build_error, 1 accuracy_fail"
+    numbers: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class SuiteChange:
+    """One suite, phase and mode of two runs: each figure A → B, and the speedup change over models."""
+
+    suite: str
+    phase: str
+    mode: str
+    pass_rate: str  # "21/24 → 22/24"
+    speedup: str  # "1.85x → 2.10x"
+    change: str  # "+13.5% (95% CI +6.1% to +21.4%; 19 models)"
+    compile_median: str  # "18.2 s → 16.9 s"
+    compile_total: str  # "7.1 min → 6.6 min"
+    memory_ratio: str  # "0.82x → 0.80x"
+    css: str  # faster / slower / unclear: the speedup change's call
+    numbers: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """A cell that passes in one run and fails in the other."""
+
+    cell: str
+    was: str
+    now: str
+    why: str  # the failing side's error, first line, shortened
+
+
+def _group(r: dict) -> tuple[str, str, str]:
+    mode = r.get("mode") or "?"
+    if r.get("compile_scope") == "step":
+        mode += " [whole step]"
+    return suite_of(r.get("model") or ""), r.get("phase") or "?", mode
+
+
+def _groups(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    out: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        if r.get("mode") != "eager":
+            out.setdefault(_group(r), []).append(r)
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] == "builtin", kv[0][0], kv[0][1] != "infer", kv[0][2])))
+
+
+def has_suites(rows: list[dict]) -> bool:
+    """Whether the run holds a model from a source other than the built-in files (then suites are shown)."""
+    return any(suite_of(r.get("model") or "") != "builtin" for r in rows)
+
+
+def _finite(values) -> list[float]:
+    return [float(v) for v in values if not stats.missing(v) and float(v) > 0]
+
+
+def _geo(values: list[float]) -> float | None:
+    return float(math.exp(statistics.fmean(math.log(v) for v in values))) if values else None
+
+
+def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
+    """The four figures of one group of cells (numbers; None where nothing was measured)."""
+    attempted = [r for r in rows if r.get("status") not in NOT_ATTEMPTED]
+    ok = [r for r in attempted if r.get("status") == OK and not stats.missing(r.get("speedup"))]
+    failed: dict[str, int] = {}
+    for r in attempted:
+        if r.get("status") != OK:
+            failed[r["status"]] = failed.get(r["status"], 0) + 1
+    speed = _finite(r["speedup"] for r in ok)
+    reps = [reps_by_cell[r["cell_id"]] for r in ok if reps_by_cell and r["cell_id"] in reps_by_cell]
+    lo, hi = stats.geomean_interval(reps) if reps and len(reps) == len(speed) else (None, None)
+    cold = _finite(r.get("first_call_compiled_s") for r in ok)
+    mem = _finite(r.get("mem_allocated_ratio") for r in ok)
+    return {"models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
+            "skipped": len(rows) - len(attempted), "failed": dict(sorted(failed.items())),
+            "pass_rate": len(ok) / len(attempted) if attempted else None,
+            "geomean_speedup": _geo(speed), "speedup_lo": lo, "speedup_hi": hi,
+            "cold_compile_median_s": statistics.median(cold) if cold else None,
+            "cold_compile_total_s": sum(cold) if cold else None, "memory_ratio": _geo(mem)}
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _s(v) -> str:
+    return "-" if v is None else f"{v:.1f} s"
+
+
+def _min(v) -> str:  # totals, in one unit whatever their size, so that A -> B reads at a glance
+    return "-" if v is None else f"{v / 60:.1f} min"
+
+
+def _rate(f: dict) -> str:
+    if not f["attempted"]:
+        return "-"
+    return f"{f['passed']} of {f['attempted']} ({100 * f['pass_rate']:.0f}%)"
+
+
+def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRow]:
+    """Every suite, phase and mode of a run's cells (`rows`: the stats rows of every cell)."""
+    out = []
+    for (suite, phase, mode), group in _groups(rows).items():
+        f = figures(group, reps_by_cell)
+        interval = "-" if f["speedup_lo"] is None else f"{f['speedup_lo']:.2f}x-{f['speedup_hi']:.2f}x"
+        failed = ", ".join(f"{n} {s}" for s, n in f["failed"].items())
+        if f["skipped"]:
+            failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)"]))
+        out.append(SuiteRow(suite, phase, mode, _rate(f), _x(f["geomean_speedup"]), interval,
+                            _s(f["cold_compile_median_s"]), _min(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
+                            failed, {"suite": suite, "phase": phase, "mode": mode, **f}))
+    return out
+
+
+def _short(error: str | None) -> str:
+    line = next((x.strip() for x in (error or "").splitlines() if x.strip()), "")
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def status_changes(rows_a: list[dict], rows_b: list[dict]) -> tuple[list[StatusChange], list[StatusChange]]:
+    """(newly failing, newly passing): cells ok in one run and attempted but not ok in the other."""
+    a = {r["cell_id"]: r for r in rows_a if r.get("mode") != "eager"}
+    fail, passed = [], []
+    for r in rows_b:
+        old = a.get(r["cell_id"])
+        if old is None or old.get("status") in NOT_ATTEMPTED or r.get("status") in NOT_ATTEMPTED:
+            continue
+        if old["status"] == OK and r["status"] != OK:
+            fail.append(StatusChange(cell_label(r), old["status"], r["status"], _short(r.get("error"))))
+        elif old["status"] != OK and r["status"] == OK:
+            passed.append(StatusChange(cell_label(r), old["status"], r["status"], _short(old.get("error"))))
+    return fail, passed
+
+
+def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = stats.MIN_EFFECT) -> list[SuiteChange]:
+    """Each suite, phase and mode present in both runs: the four figures A -> B and the speedup change."""
+    ga, gb = _groups(rows_a), _groups(rows_b)
+    out = []
+    for key in [k for k in ga if k in gb]:
+        fa, fb = figures(ga[key]), figures(gb[key])
+        sa = {r["cell_id"]: r["speedup"] for r in ga[key] if r.get("status") == OK and _finite([r.get("speedup")])}
+        logs = np.array([math.log(r["speedup"] / sa[r["cell_id"]]) for r in gb[key]
+                         if r.get("status") == OK and r["cell_id"] in sa and _finite([r.get("speedup")])])
+        change, css, lo, hi, point = f"- ({len(logs)} model(s) ok in both)", "unclear", None, None, None
+        if len(logs) >= 2:
+            point = math.exp(float(logs.mean()))
+            lo, hi = stats.exact_t_interval(logs)
+            css = {"faster": "faster", "slower": "slower"}.get(stats.verdict(lo, hi, point, min_effect), "unclear")
+            word = {"faster": "higher", "slower": "lower"}.get(css, "not called")
+            if min(int(r.get("processes") or 1) for r in ga[key] + gb[key]) < 2:
+                css, word = "unclear", "a screen: not called, confirm it"  # one process a cell chooses, never calls
+            change = (f"{100 * (point - 1):+.1f}% ({word}; 95% CI {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%, "
+                      f"{len(logs)} models)")
+        out.append(SuiteChange(
+            key[0], key[1], key[2], f"{fa['passed']}/{fa['attempted']} → {fb['passed']}/{fb['attempted']}",
+            f"{_x(fa['geomean_speedup'])} → {_x(fb['geomean_speedup'])}", change,
+            f"{_s(fa['cold_compile_median_s'])} → {_s(fb['cold_compile_median_s'])}",
+            f"{_min(fa['cold_compile_total_s'])} → {_min(fb['cold_compile_total_s'])}",
+            f"{_x(fa['memory_ratio'])} → {_x(fb['memory_ratio'])}", css,
+            {"suite": key[0], "phase": key[1], "mode": key[2], "a": fa, "b": fb, "paired_models": len(logs),
+             "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css}))
+    return out

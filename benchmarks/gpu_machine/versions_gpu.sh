@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU version comparison's device commands (docs/comparison.md, "Versions on a GPU"), one stage a call:
+#   bash benchmarks/gpu_machine/versions_gpu.sh install VERSION...   gather the pieces carried under .carry/g*/ (made here by
+#                                                        benchmarks/gpu_machine/carry_groups.py VERSION...), put each VERSION's into
+#                                                        .whl/torch-VERSION by its MANIFEST-VERSION and install it
+#                                                        (benchmarks/gpu_machine/torch-stack install) unless installed already
+#   bash benchmarks/gpu_machine/versions_gpu.sh wheels               install the wheels carried under .whl/site/ (transformers and
+#                                                        what the image lacks for it) into /tmp/site, which every stage
+#                                                        then puts first on PYTHONPATH, for every interpreter alike
+#   bash benchmarks/gpu_machine/versions_gpu.sh release RUN SECONDS PY... PRESET=versions (PRESET= in the environment for another,
+#                                                        e.g. suites) under every interpreter PY, interleaved
+#                                                        cell by cell; start no cell after SECONDS (the same call resumes);
+#                                                        CELLS='<pattern>,...' in the environment narrows the matrix (make
+#                                                        reads it), as the t4-h200 runs did (docs/findings-versions.md)
+#   bash benchmarks/gpu_machine/versions_gpu.sh collector ARGS...      python3 -m collector ARGS... with the carried wheels on the path:
+#                                                        a confirmation written here by `make confirm WRITE_ONLY=1`
+#                                                        (its printed command's arguments; docs/suites.md)
+#   bash benchmarks/gpu_machine/versions_gpu.sh aa RUN SECONDS CELLS   A/A across interpreters and a planted 5%: the image's python3
+#                                                        run directly (direct), through a virtualenv whose only packages
+#                                                        are the image's (venv), and through that virtualenv with every
+#                                                        compiled step slowed by 5% (venvp5), interleaved
+#   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
+#                                                        python3 three times (a, b, and p10 with every compiled step
+#                                                        slowed by 10% on the host), PROFILE=1, interleaved
+#   bash benchmarks/gpu_machine/versions_gpu.sh coldplant RUN SECONDS CELLS MS  the cold replicates' A/A and planted check: the
+#                                                        image's python3 three times with COLD_REPLICATES=1 (a, b, and p
+#                                                        with every compiled step slowed by 10% and MS ms planted in
+#                                                        every compiled first call), interleaved; PROCESSES= in the
+#                                                        environment (default 3)
+#   bash benchmarks/gpu_machine/versions_gpu.sh guards RUN CELLS PY...   the cells once under every interpreter PY (interleaved,
+#                                                        one process, no warm compile) with TORCH_LOGS=guards: the
+#                                                        guards each compile installed, in the cell logs
+#   bash benchmarks/gpu_machine/versions_gpu.sh runs PREFIX N SECONDS CELLS  the same cells under the image's python3 (PY= in the
+#                                                        environment for another interpreter) in N runs,
+#                                                        one after the other (PREFIX1 ... PREFIXN): run-to-run spread
+#                                                        (each run compiles cold once; docs/measurement.md);
+#                                                        with COLD_REPLICATES=1 PROCESSES=N and
+#                                                        TORCH_LOGS=+torch._inductor.runtime.triton_heuristics in
+#                                                        the environment, N compiles with the autotuner's timings
+#                                                        in the cell log (benchmarks/autotune_draws.py --timings)
+# Every stage packs data/runs into $OUT/runs.tgz every 30 s while it runs and once more at its end, each
+# time under a temporary name renamed into place: a command cut off by the device's time limit still
+# brings back every cell finished before the last 30 s (a cell file is whole or absent; the
+# collector's own temporary files are left out), and the next command resumes the rest.
+set -uo pipefail
+stage=$1; shift
+pack() {
+  [ -n "${OUT:-}" ] && [ -d data/runs ] || return 0
+  tar czf "$OUT/.runs.tgz.part" --exclude='.*.tmp' data/runs 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
+}
+if [ -n "${OUT:-}" ]; then
+  ( while sleep 30; do pack; done ) &
+  packer=$!
+  trap 'kill $packer 2>/dev/null; wait $packer 2>/dev/null; pack' EXIT
+else
+  trap pack EXIT
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+case $stage in
+  wheels)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/site/*.whl \
+      && PYTHONPATH=/tmp/site python3 -c 'import transformers; print("transformers", transformers.__version__)' ;;
+  install)
+    pool=.whl/pool; mkdir -p $pool
+    for g in .carry/g*/; do [ -d "$g" ] && find "$g" -type f -exec mv {} $pool/ \; ; done
+    for v in "$@"; do
+      dir=.whl/torch-$v
+      [ -x /tmp/torch-$v/bin/python ] && { echo "torch $v: installed already"; continue; }
+      [ -f $pool/MANIFEST-$v ] || { echo "no MANIFEST-$v among the carried pieces" >&2; exit 2; }
+      mkdir -p "$dir" && cp $pool/MANIFEST-$v "$dir/MANIFEST"
+      while read -r sum name; do ln -f $pool/"$name".part* "$dir"/ || exit 2; done < "$dir/MANIFEST"
+      bash benchmarks/gpu_machine/torch-stack install "$dir" 2>&1 | tail -5
+    done ;;
+  release)
+    run=$1 secs=$2; shift 2
+    make collect PYTHON=python3 PRESET="${PRESET:-versions}" RUN="$run" PYTHONS="$*" STOP_AFTER="$secs" ;;
+  collector)
+    python3 -m collector "$@" ;;
+  aa)
+    run=$1 secs=$2 cells=$3
+    venv=/tmp/venv-image
+    if [ ! -x $venv/bin/python ]; then
+      python3 -m venv --without-pip $venv
+      sp=$($venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$sp/zz-machine-site.pth"
+    fi
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
+      PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
+  plant)
+    run=$1 secs=$2 cells=$3
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
+      PYTHONS="a=python3 b=python3 p10=python3" PLANT_SLOWDOWN=10 PLANT_ON=p10 ;;
+  coldplant)
+    run=$1 secs=$2 cells=$3 ms=$4
+    make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" COLD_REPLICATES=1 \
+      PROCESSES="${PROCESSES:-3}" PYTHONS="a=python3 b=python3 p=python3" PLANT_SLOWDOWN=10 PLANT_COMPILE="$ms" \
+      PLANT_ON=p ;;
+  guards)
+    run=$1 cells=$2; shift 2
+    TORCH_LOGS=guards make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" PYTHONS="$*" \
+      PROCESSES=1 WARM_COMPILE=0 ;;
+  runs)
+    prefix=$1 n=$2 secs=$3 cells=$4 end=$((SECONDS + $3))
+    for i in $(seq 1 "$n"); do
+      left=$((end - SECONDS)); [ $left -gt 0 ] || break
+      make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
+    done ;;
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+       "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
+       "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
+esac

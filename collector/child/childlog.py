@@ -1,0 +1,24 @@
+"""The cell process's log: time-stamped step lines (collector.record.contract.LOG_STEP reads them back),
+each of which also checkpoints the result so far beside the result file, so a process that dies
+later (a native crash, a timeout) still hands its measurements to the runner."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+T0 = time.perf_counter()  # the log's clock (collector.child.cell.main restarts it in a forked process)
+_partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
+
+
+def log(msg: str) -> None:
+    """A time-stamped line in the cell's log (where the minutes of a cell go); saves the partial result."""
+    print(f"[cell +{time.perf_counter() - T0:6.1f}s] {msg}", flush=True)
+    if _partial:
+        path = _partial["path"]
+        try:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(_partial["result"]))
+            os.replace(tmp, path)
+        except (OSError, TypeError, ValueError) as exc:  # never let the checkpoint fail the cell
+            print(f"note: partial result not saved: {exc}", flush=True)

@@ -1,0 +1,182 @@
+"""The two sides of a cell: the model built on its device with the cell's precision, the eager step
+and the compiled (or AOTInductor) step, sharing no mutable state that one side changes."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from collector import models, modes
+from collector.child.childlog import log
+from collector.child.accuracy import _tree_tensors
+
+
+class ExportError(RuntimeError):
+    """torch.export (mode aot-inductor) could not capture the model: status export_error."""
+
+
+def _setup(job):
+    """Import torch, apply precision settings, build the model on the device: (torch, parts)."""
+    import torch
+
+    cell, proto = job.cell, job.protocol
+    torch.manual_seed(proto.seed)
+    torch.backends.cuda.matmul.allow_tf32 = proto.tf32
+    torch.backends.cudnn.allow_tf32 = proto.tf32
+    name, opts = models.parse_ref(cell.model)
+    built = models.build(name, cell.batch_size, opts)
+    dev = torch.device(job.device)
+    module = built.module.to(dev)
+    inputs = [x.to(dev) for x in built.inputs]
+    dtype = cell.dtype
+    if dtype in ("bfloat16", "float16"):
+        low = getattr(torch, dtype)
+        module = module.to(low)
+        inputs = [x.to(low) if i in built.float_inputs else x for i, x in enumerate(inputs)]
+    target = built.target.to(dev)
+    module.train(cell.phase == "train")
+    amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(dtype)
+
+    def autocast():
+        return torch.autocast(dev.type, dtype=amp) if amp else contextlib.nullcontext()
+
+    return torch, dev, module, inputs, target, built.loss, autocast, built.float_inputs
+
+
+def _aoti_step(torch, module, inputs, autocast, record: dict):
+    """A step that, on its first call, exports the model (torch.export), compiles it into an
+    AOTInductor package, loads it, and runs it; later calls run the loaded package. The stages'
+    times go into `record` (aot_export_s, aot_compile_s, aot_load_s)."""
+    state: dict = {}
+
+    class Exported(torch.nn.Module):  # autocast inside forward, so export captures it
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *xs):
+            with autocast():
+                return self.inner(*xs)
+
+    def step():
+        if "run" not in state:
+            t0 = time.perf_counter()
+            try:
+                with torch.no_grad():
+                    program = torch.export.export(Exported(module), tuple(inputs))
+            except Exception as exc:
+                raise ExportError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
+            t1 = time.perf_counter()
+            record["aot_export_s"] = t1 - t0
+            log(f"exported in {t1 - t0:.1f} s; AOTInductor compile")
+            folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or ".") / "aoti"
+            folder.mkdir(parents=True, exist_ok=True)
+            package = torch._inductor.aoti_compile_and_package(program, package_path=str(folder / "model.pt2"))
+            t2 = time.perf_counter()
+            record["aot_compile_s"] = t2 - t1
+            log(f"AOTInductor package built in {t2 - t1:.1f} s; loading")
+            state["run"] = torch._inductor.aoti_load_package(package)
+            record["aot_load_s"] = time.perf_counter() - t2
+            log("package loaded; first run")
+        with torch.no_grad():
+            return state["run"](*inputs)
+    return step
+
+
+@dataclass
+class Sides:
+    """The two sides of a cell. They share no mutable state that running one side changes: in
+    training the compiled side has its own copy of the model (same initial weights) and its own
+    optimizer, so its optimizer state (AdamW's `step` tensors, which a compiled step moves to the
+    device), its weights and its gradients never reach the eager side. Inference shares the
+    module: no_grad in eval mode changes nothing in it."""
+
+    eager: Callable[[], object]
+    compiled: Callable[[], object] | None
+    eager_module: object
+    compiled_module: object
+    eager_opt: object
+    compiled_opt: object
+
+
+def _make_sides(torch, job, module, inputs, target, loss_fn, autocast, record: dict) -> Sides:
+    """Both sides' steps. Each step returns its output or loss; `record` receives the
+    aot-inductor stage times."""
+    import copy
+
+    cell = job.cell
+    mode, phase, scope = modes.spec(cell.mode), cell.phase, cell.compile_scope
+    dynamic = {"auto": None, "true": True, "false": False}[cell.dynamic]
+
+    def compile_(fn):
+        return torch.compile(fn, mode=mode.compile_mode, dynamic=dynamic)
+
+    mark = (torch.compiler.cudagraph_mark_step_begin
+            if mode.cudagraphs and job.device == "cuda" else (lambda: None))
+
+    def infer_with(fn):
+        def step():
+            with torch.no_grad(), autocast():
+                return fn(*inputs)
+        return step
+
+    def train_body(opt, fn):
+        def body():
+            opt.zero_grad(set_to_none=True)
+            with autocast():
+                loss = loss_fn(fn(*inputs), target)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return body
+
+    if phase == "infer":
+        eager = infer_with(module)
+        if mode.kind == "aot":
+            compiled = _aoti_step(torch, module, inputs, autocast, record)
+        else:
+            compiled = infer_with(compile_(module)) if mode.compiles else None
+        return Sides(eager, compiled, module, module, None, None)
+    # the compiled side's copy is taken before any step runs: both start from the same weights
+    cmodule = copy.deepcopy(module) if mode.compiles else None
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-5)
+    eager = train_body(opt, module)
+    if not mode.compiles:
+        return Sides(eager, None, module, None, opt, None)
+    copt = torch.optim.AdamW(cmodule.parameters(), lr=1e-5)
+    inner = train_body(copt, compile_(cmodule)) if scope == "model" else compile_(train_body(copt, cmodule))
+
+    def compiled():
+        mark()
+        return inner()
+    return Sides(eager, compiled, module, cmodule, opt, copt)
+
+
+def _capture(torch, out, module, phase):
+    """Clones of the step's outputs and (training) the gradients, for the correctness check."""
+    outs = [t.detach().clone() for t in _tree_tensors(out)]
+    grads = ([None if p.grad is None else p.grad.detach().clone() for p in module.parameters()]
+             if phase == "train" else [])
+    return outs, grads
+
+
+def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase):
+    """Outputs (and gradients) of one step of a float64 copy of the model, without autocast."""
+    import copy
+
+    ref = copy.deepcopy(module).double()
+    x = [t.double() if i in float_inputs else t for i, t in enumerate(inputs)]
+    try:
+        if phase == "infer":
+            with torch.no_grad():
+                return [t.detach().clone() for t in _tree_tensors(ref(*x))], []
+        loss = loss_fn(ref(*x), target)  # a train step's output is its loss
+        loss.backward()
+        return _capture(torch, loss.detach(), ref, phase)
+    finally:
+        del ref
+
+

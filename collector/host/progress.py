@@ -1,0 +1,230 @@
+"""Terminal progress for a long collection: cell k of n, elapsed, estimate, summary table."""
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+import sys
+import time
+from typing import Callable, TextIO
+
+from collector.record.contract import DISAGREE, process_medians
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+
+
+def side_ms(row: dict, col: str) -> float | None:
+    """A side's figure as the report computes it: the geometric mean of its processes' medians."""
+    meds = [m for m in process_medians(row.get(col), row.get("processes")) if m > 0]
+    return statistics.geometric_mean(meds) if meds else None
+
+
+
+
+def process_speedups(row: dict) -> list[float]:
+    """Eager / compiled median of each process that timed the cell."""
+    return [e / c for e, c in zip(process_medians(row.get("eager_step_ms"), row.get("processes")),
+                                  process_medians(row.get("compiled_step_ms"), row.get("processes"))) if c]
+
+
+def _process_spread(row: dict) -> float:
+    """max / min - 1 of the per-process speedups of an ok cell (0 with fewer than two)."""
+    per = process_speedups(row) if row.get("status") == "ok" else []
+    return max(per) / min(per) - 1 if len(per) > 1 and min(per) > 0 else 0.0
+
+
+def outcome_line(row: dict) -> str:
+    """One-line result of a finished cell: status, medians, speedup (and how far the processes'
+    speedups spread), compile time."""
+    eager, comp = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
+    parts = [row["status"]]
+    if eager is not None:
+        parts.append(f"eager {eager:.3f} ms")
+    if comp is not None:
+        parts.append(f"compiled {comp:.3f} ms")
+    if eager and comp:
+        parts.append(f"speedup {eager / comp:.2f}x")
+        per = process_speedups(row)
+        if len(per) > 1:
+            parts.append(f"{len(per)} processes {min(per):.2f}-{max(per):.2f}x")
+    if row.get("process_errors"):
+        parts.append(f"replicate failed: {row['process_errors'][:120]}")
+    if row.get("first_call_compiled_s") is not None:
+        parts.append(f"first call {row['first_call_compiled_s']:.1f} s")
+    if row.get("warm_first_call_compiled_s") is not None:
+        parts.append(f"warm {row['warm_first_call_compiled_s']:.1f} s")
+    if row.get("error") and row["status"] != "ok":
+        parts.append(row["error"].splitlines()[0][:160])
+    return ", ".join(parts)
+
+
+def _levels(key: tuple) -> list[tuple]:
+    """From most to least alike: this interpreter's same model, phase and mode; any interpreter's; the
+    same model and phase; the same mode."""
+    ti, model, phase, mode = key
+    return [("exact", ti, model, phase, mode), ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)]
+
+
+class Progress:
+    """Prints one line when a cell starts and one when it ends, with an estimate of what remains.
+
+    With `plan` (per queue position: (interpreter, model, phase, mode)), each cell still to run is
+    estimated from the mean time of the finished cells most like it (_levels), else from the mean of
+    all; without it, every cell counts the mean of all."""
+
+    def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
+                 workers: int = 1, plan: list[tuple] | None = None, prior: dict | None = None):
+        self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
+        # earlier runs' cell times on this kind of machine (prior_times), by _levels key without the
+        # interpreter: consulted after this run's own cells at each level, and alone before the first
+        self.prior = {k: v for k, v in (prior or {}).items() if v}
+        self.t0 = clock()
+        self.durations: list[float] = []
+        self.rows: list[dict] = []
+        self.plan = plan
+        self.seen: dict[tuple, list[float]] = {}
+        # what is still queued, as counts of each kind of cell (a queue of a million cells has few
+        # kinds), so an estimate costs the kinds, not the cells left; positions below _next are gone
+        self._queued = Counter(plan or [])
+        self._next = 1
+        self.guessed = 0  # queued cells the last estimate had no timing of their model and phase for
+        # one-off seconds an interpreter pays once, in its first cell (the fork parent importing torch:
+        # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
+        self.startups: dict = {}
+
+    def estimate_left(self, k: int) -> float | None:
+        """Seconds the cells from queue position k on will take (None before any cell finished).
+        Queue positions only move forward (the workers take cells in order)."""
+        for key in (self.plan or [])[self._next - 1:k - 1]:
+            self._queued[key] -= 1
+        self._next = max(self._next, k)
+        every_prior = [x for v in self.prior.values() for x in v] if self.prior else []
+        if not self.durations and not (self.plan and every_prior):
+            return None
+        mean = statistics.fmean(self.durations) if self.durations else statistics.fmean(every_prior)
+        if not self.plan:
+            return mean * (self.total - k + 1) / self.workers
+        # earlier runs ran on another day, maybe another machine of the kind or another launcher: scale
+        # them by how this run's finished cells compare with the most alike cells there (the same cell,
+        # else the same model and phase, else the same mode; geometric mean of the ratios)
+        both = []
+        for lv in (lv for lv in self.seen if lv[0] == "cell"):
+            there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
+            if there:
+                both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
+        scale = statistics.geometric_mean(both) if both else 1.0
+        total, self.guessed = 0.0, 0
+        for key, n in self._queued.items():
+            if n > 0:
+                lv, like, f = next(((lv, got, f) for lv in _levels(key)
+                                    for got, f in ((self.seen.get(lv), 1.0),
+                                                   (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
+                                   (None, None, 1.0))
+                total += n * (f * statistics.fmean(like) if like else mean)
+                # no cell of this model and phase timed, here or in an earlier run: a guess from others
+                self.guessed += n if lv is None or lv[0] == "mode" else 0
+        if self.startups and self.plan:
+            waiting = {key[0] for key, n in self._queued.items() if n > 0} - set(self.startups)
+            total += len(waiting) * statistics.fmean(self.startups.values())
+        return total / self.workers
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def start(self, k: int, label: str) -> None:
+        elapsed = self.clock() - self.t0
+        # cells run `workers` at a time, so the remaining cells take 1/workers of their summed time
+        left = self.estimate_left(k)
+        eta = f", about {fmt_duration(left)} left" if left is not None else ""
+        if left is not None and self.guessed:
+            eta += f"; {self.guessed} of its cells of models not yet timed, guessed from the others"
+        self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
+
+    def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None,
+             startup: float | None = None) -> None:
+        """`label`: name the cell (cells running concurrently finish out of order); `k`: its queue
+        position (what it was like, for the estimate); `startup`: seconds of `seconds` that its
+        interpreter pays once (its fork parent started in this cell), not counted as the cell's."""
+        shown = seconds
+        if startup and 0 < startup < seconds:
+            seconds -= startup
+            if self.plan and k is not None:
+                self.startups[self.plan[k - 1][0]] = startup
+        self.durations.append(seconds)
+        if self.plan and k is not None:
+            for lv in _levels(self.plan[k - 1]):
+                self.seen.setdefault(lv, []).append(seconds)
+        self.rows.append(row)
+        self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(shown)}]")
+
+    def summary(self, skipped_done: int = 0) -> str:
+        """The table printed at the end: one line per cell measured in this invocation."""
+        width = max([58] + [len(row["cell_id"]) for row in self.rows])  # full cell ids, never cut
+        lines = [f"{'cell':<{width}} {'status':<14} {'eager ms':>9} {'comp. ms':>9} {'speedup':>8}"]
+        for row in self.rows:
+            e, c = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
+            sp = f"{e / c:.2f}x" if e and c else "-"
+            lines.append(f"{row['cell_id']:<{width}} {row['status']:<14} "
+                         f"{(f'{e:.3f}' if e else '-'):>9} {(f'{c:.3f}' if c else '-'):>9} {sp:>8}")
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing new"
+        lines.append(f"{len(self.rows)} cell(s) measured in {fmt_duration(self.clock() - self.t0)}: {tally}"
+                     + (f"; {skipped_done} already done (skipped)" if skipped_done else ""))
+        spread = [row["cell_id"] for row in self.rows if _process_spread(row) > DISAGREE]
+        if spread:
+            lines.append(f"note: {len(spread)} ok cell(s) have processes whose speedups differ by more than "
+                         f"{DISAGREE * 100:.0f}% (e.g. {spread[0]}): their intervals are wide; the report's "
+                         "caveats say which")
+        return "\n".join(lines)
+
+
+def prior_times(rows: list[dict]) -> dict:
+    """Earlier cells' wall times (rows with model, phase, mode, cell_wall_s, and `startup_s` where
+    the cell paid its fork parent's one-off start: set apart, as the live estimate does) by the
+    _levels keys a Progress consults: ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)."""
+    out: dict[tuple, list[float]] = {}
+    for r in rows:
+        secs = r.get("cell_wall_s")
+        if not secs or secs <= 0:
+            continue
+        start = r.get("startup_s") or 0.0
+        secs = secs - start if 0 < start < secs else secs
+        for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
+            out.setdefault(lv, []).append(float(secs))
+    return out
+
+
+def mark_startups(rows: list[dict], sessions: list[dict]) -> list[dict]:
+    """Set `startup_s` on the first cell (by started_at) each command of a run measured: it paid the
+    command's fork parent's start (run.json's sessions: started_at, finished_at, launchers'
+    parent_import_s). ISO times of one clock compare as text. Rows without started_at are left be."""
+    for s in sessions or []:
+        secs = [x.get("parent_import_s") for x in s.get("launchers") or [] if x.get("parent_import_s")]
+        lo, hi = s.get("started_at"), s.get("finished_at") or "~"
+        inside = [r for r in rows if secs and lo and r.get("started_at") and lo <= str(r["started_at"]) <= hi]
+        if inside:
+            min(inside, key=lambda r: str(r["started_at"]))["startup_s"] = float(secs[0])
+    return rows
+
+
+def as_cold(rows: list[dict], processes: int) -> list[dict]:
+    """Earlier cells whose replicates reused the first process's compile (warm caches), as they
+    would take with every process compiling cold (COLD_REPLICATES): P - 1 more compiles of the cold
+    first call less the warm one each (first_call_compiled_s, warm_first_call_compiled_s). On the
+    H200 (eta6-h200 against eta-cold-h200) this puts ResNet-18 training at 78 s for 90 s measured,
+    where the warm cell's 38 s put the estimate 1.5x low. A cell without both figures is left be."""
+    out = []
+    for r in rows:
+        cold, warm, secs = r.get("first_call_compiled_s"), r.get("warm_first_call_compiled_s"), r.get("cell_wall_s")
+        if secs and cold and warm is not None and cold > warm:
+            r = {**r, "cell_wall_s": secs + (max(1, processes) - 1) * (cold - warm)}
+        out.append(r)
+    return out

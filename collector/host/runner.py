@@ -1,0 +1,334 @@
+"""The local executor: schedules cells (each measured by collector/host/cell_measure.py: several fresh
+processes a cell, launched by collector/host/launch.py, fresh compile caches), one Parquet row per cell
+written through the run store (collector/host/store.py), resume by skipping finished cells; several
+interpreters interleaved.
+
+The launcher is injectable (tests use a fake one to drive the plumbing quickly);
+collector.host.launch's `SubprocessLauncher` and `ForkLauncher` are the real paths.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from collector.host.cell_measure import measure_cell
+from collector.record.compact import compact_run
+from collector.host.launch import Launcher
+from collector.plan.matrix import Matrix
+from collector.host.earlier import earlier_times
+from collector.host.progress import Progress
+from collector.host.stop import INTERRUPTED, REPORTED, check_interrupted
+from collector.host.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
+from collector.host.workers import Worker
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+LARGE_MATRIX = 100  # cells to measure from which the start line is followed by a size estimate
+PROCESS_S = (20, 35)  # wall time per process: 3-process cells took 60-108 s on the H200 (docs/measurement.md)
+
+
+def size_note(cells: int, processes: int, workers: int) -> str:
+    """What a large matrix will take, before it starts, from the measured cost of a process."""
+    lo, hi = (cells * max(processes, 2) * s / workers / 3600 for s in PROCESS_S)
+    return (f"note: {cells} cells x {processes} process(es) is a large matrix: about {lo:.1f}-{hi:.1f} hours "
+            f"at {PROCESS_S[0]}-{PROCESS_S[1]} s a process{f' on {workers} GPUs' if workers > 1 else ''}; "
+            "--dry-run lists the cells, --stop-after bounds a session (the same command resumes), "
+            "Ctrl-C stops keeping every finished cell")
+
+
+def _kill_all(launchers) -> None:
+    """Stop the cell process of every launcher."""
+    for launcher in launchers:
+        launcher.kill()
+
+
+@dataclass
+class Target:
+    """One run this session writes: its matrix, environment (from its interpreter), run id and
+    launcher. Several targets are the same matrix under several interpreters (torch versions),
+    measured interleaved (collect_targets)."""
+    matrix: Matrix
+    env: dict
+    run_id: str
+    launcher: Launcher
+    label: str = ""
+
+
+@dataclass
+class _Open:
+    """A target's run folder, opened and locked for this session."""
+    target: Target
+    run_dir: Path
+    store: RunStore
+    manifest: dict
+    todo: list
+    already: int
+
+
+def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers: list[Worker],
+                 retry_failed: bool, out) -> _Open:
+    """Create (or reopen) the target's run folder under its lock; returns what is left to measure."""
+    run_dir = Path(out_dir) / check_run_id(t.run_id)
+    store = RunStore(run_dir)  # the local executor: one writer, under the run lock
+    try:
+        store.create()
+        store.check_writable()
+    except OSError as exc:
+        raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
+    stack.enter_context(run_lock(run_dir))
+    try:
+        store.sweep_temporaries()
+        manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
+        manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
+        saved = store.set_aside_bad(out)
+    except OSError as exc:  # a disk that filled up or turned read-only before the first cell
+        raise RunError(f"cannot write {exc.filename or run_dir}: {exc.strerror or exc}; nothing was measured "
+                       "in this session, and the run's saved cells are untouched") from None
+    todo = left_to_measure(t.matrix.cells, saved, retry_failed)
+    return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
+
+
+def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
+    """The session's queue: (target index, cell) in matrix order, every target's copy of a cell
+    next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
+    so that neither version always runs first after the other. Cells a target has already saved
+    are left out of its turn."""
+    todo = [{c.cell_id: c for c in o.todo} for o in opened]  # one lookup a cell, not a scan
+    queue, turn = [], 0
+    for cid in cell_ids:
+        here = [(i, left[cid]) for i, left in enumerate(todo) if cid in left]
+        if not here:
+            continue
+        queue.extend(here if turn % 2 == 0 else here[::-1])
+        turn += 1
+    return queue
+
+
+def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
+            out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
+            retry_failed: bool = False, stop_after_s: float | None = None) -> Path:
+    """Measure every cell of `matrix` not yet in `out_dir/run_id`; returns the run directory.
+    (collect_targets with one target.)"""
+    return collect_targets([Target(matrix, env, run_id, launcher)], out_dir, out=out, clock=clock,
+                           workers=workers, retry_failed=retry_failed, stop_after_s=stop_after_s)[0]
+
+
+def _announce(opened: list[_Open], workers: list[Worker], out) -> None:
+    """The lines a collect starts with: each run's cells, done and to measure, where and how."""
+    several = len(opened) > 1
+    where = f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})" if len(workers) > 1 else ""
+    for o in opened:
+        t = o.target
+        print(f"run {t.run_id}: {len(t.matrix.cells)} cells in matrix '{t.matrix.preset}', {o.already} already "
+              f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
+              f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
+              + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
+    if several:
+        print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
+        first = opened[0].target
+        proto = first.matrix.protocol
+        if proto.processes > 1 and not proto.cold_replicates and first.env.get("device") == "cuda":
+            print("note: each interpreter compiles a cell once and the cell's other processes reuse that "
+                  "compile's autotuning, so a version change in a cell whose compile autotunes can be that one "
+                  "draw; COLD_REPLICATES=1 compiles every process (docs/comparison.md)", file=out, flush=True)
+
+
+def _write_error(what: Path, exc: OSError, done: int, cell_id: str | None = None) -> RunError:
+    """A full or read-only disk while a cell's files or row are written: what is saved and what to do."""
+    head = f"cannot write the files of cell {cell_id} under {what}" if cell_id else f"cannot write {what}"
+    return RunError(f"{head}: {exc.strerror or exc}; the {done} cell(s) finished before it are saved; "
+                    "fix the cause and run the same command to resume")
+
+
+@dataclass
+class _Session:
+    """What the workers of one collect share: the queue (queue position, (target index, cell)), its
+    lock, the stop flag, the progress lines. One worker runs in the calling thread; several run a
+    thread each, and the first failure stops them all."""
+    opened: list
+    queue: list
+    progress: Progress
+    workers: list
+    clock: Callable[[], float]
+    out: object
+    stop_after_s: float | None
+    start: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    budget_hit: threading.Event = field(default_factory=threading.Event)
+    failure: list = field(default_factory=list)
+    noted: list = field(default_factory=list)  # the first cell measured beside another collector's (said once)
+
+    def take(self, worker: Worker):
+        """The next cell for `worker` (announced), or None: the queue is empty or the time budget spent."""
+        with self.lock:
+            if not self.queue:
+                return None
+            if self.stop_after_s is not None and self.clock() - self.start >= self.stop_after_s:
+                self.budget_hit.set()
+                return None
+            k, (ti, cell) = self.queue.pop(0)
+            label = cell.label() + (f" [{self.opened[ti].target.label}]" if len(self.opened) > 1 else "")
+            self.progress.start(k, label + (f" [GPU {worker.gpu}]" if len(self.workers) > 1 else ""))
+            return k, ti, cell, label
+
+    def measure(self, worker: Worker, own: list, k: int, ti: int, cell, label: str) -> bool:
+        """Measure one cell and save its row; False when the session was stopped meanwhile."""
+        o, t0 = self.opened[ti], self.clock()
+        started_before = getattr(own[ti], "import_s", None)  # a fork parent already running
+        try:
+            row = measure_cell(cell, o.target.matrix, o.target.env, o.target.run_id, o.run_dir, own[ti],
+                               self.clock, worker, len(self.workers))
+        except OSError as exc:  # the cell's log or cache folder
+            raise _write_error(o.run_dir, exc, len(self.progress.rows), cell.cell_id) from None
+        if self.stop.is_set():  # interrupted while it ran: its result is not trusted
+            return False
+        try:
+            o.store.write_row(row)
+        except OSError as exc:
+            raise _write_error(o.store.cells_dir / f"{cell.cell_id}.parquet", exc, len(self.progress.rows)) from None
+        started_now = getattr(own[ti], "import_s", None)
+        with self.lock:
+            self.progress.done(row, self.clock() - t0, k=k,
+                               label=label if (len(self.workers) > 1 or len(self.opened) > 1) else None,
+                               startup=started_now if started_before is None and started_now else None)
+            beside = (row.get("concurrent_cells") or 1) - len(self.workers)
+            if beside > 0 and not self.noted:  # once: another collector, shard or task on this host
+                self.noted.append(cell.cell_id)
+                print(f"note: {beside} cell(s) of another collector were measuring on this host beside "
+                      f"{cell.cell_id}; its row says so (concurrent_cells {row['concurrent_cells']}) and the "
+                      "report will; for clean timings measure one collector at a time", file=self.out, flush=True)
+        return True
+
+    def work(self, worker: Worker, own: list) -> None:
+        while not self.stop.is_set():
+            check_interrupted()
+            got = self.take(worker)
+            if got is None or not self.measure(worker, own, *got):
+                return
+
+    def guarded(self, worker: Worker, own: list) -> None:
+        try:
+            self.work(worker, own)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self.failure.append(exc)
+            self.stop.set()
+
+    def run(self, launchers: list[list]) -> None:
+        """Every worker with its launchers (one per target) until the queue is done or stopped."""
+        if len(self.workers) == 1:
+            self.work(self.workers[0], launchers[0])
+            return
+        threads = [threading.Thread(target=self.guarded, args=(w, lnch), daemon=True)
+                   for w, lnch in zip(self.workers, launchers)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)
+        if self.failure:
+            raise self.failure[0]
+
+
+def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], out) -> None:
+    """What every session writes at its end, however it ended: the launchers' description, the runs
+    interleaved with each other, the compact index, the session's end in run.json."""
+    for ti, o in enumerate(opened):
+        described = [d for d in (row[ti].describe() for row in launchers) if d]
+        if described:
+            o.manifest["sessions"][-1]["launchers"] = described
+    for lnch in (x for row in launchers for x in row):
+        lnch.close()
+    measured = {r.get("run_id") for r in rows}
+    active = [o for o in opened if o.target.run_id in measured]
+    for o in active if len(active) > 1 else []:
+        # the runs this session measured cell by cell beside this one, on this machine (a run
+        # that measured nothing in the session is not interleaved with anything)
+        others = [x.target.run_id for x in active if x is not o]
+        o.manifest["sessions"][-1]["interleaved_with"] = others
+        o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
+    for o in opened:
+        try:
+            compact_run(o.run_dir)
+        except Exception as exc:  # an optimisation only: the cell files are complete without it
+            print(f"note: could not compact {o.run_dir}: {exc}", file=out)
+        o.manifest["sessions"][-1]["finished_at"] = _now()
+        o.manifest["sessions"][-1]["cells_measured"] = sum(1 for r in rows if r.get("run_id") == o.target.run_id)
+        try:
+            _write_json(o.run_dir / "run.json", o.manifest)
+        except OSError as exc:  # must not hide why the session ended; the cells are saved
+            print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc}); "
+                  "the cell files are complete and the next session rewrites it", file=out, flush=True)
+
+
+def _interrupted(rows: int, opened: list[_Open], out) -> None:
+    print(f"\ninterrupted: {rows} cell(s) finished in this session are saved in "
+          f"{', '.join(str(o.store.cells_dir) for o in opened)}; run the same command again to resume",
+          file=out, flush=True)
+    REPORTED.set()
+
+
+def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Callable[[], float] = time.monotonic,
+                    workers: list[Worker] | None = None, retry_failed: bool = False,
+                    stop_after_s: float | None = None) -> list[Path]:
+    """Measure every cell of each target's matrix not yet in its run folder; returns the run
+    directories, in the targets' order.
+
+    Several targets (one per interpreter: torch versions side by side) are measured interleaved,
+    cell by cell, their order alternating (`interleave`), so drift and the machine fall on every
+    version alike. `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own
+    launcher from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row
+    failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
+    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
+    every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
+    passed no new cell starts (the cells in flight finish), so a time-limited machine ends
+    between cells instead of killing one halfway; the same command resumes.
+    """
+    out = out or sys.stdout
+    workers = workers or [Worker()]
+    ids = [t.run_id for t in targets]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"two interpreters would write the same run {ids}: give each its own label")
+    with contextlib.ExitStack() as stack:
+        opened = [_open_target(t, out_dir, stack, workers, retry_failed, out) for t in targets]
+        _announce(opened, workers, out)
+        queue = list(enumerate(interleave(opened, [c.cell_id for c in targets[0].matrix.cells]), 1))
+        total = len(queue)
+        if total >= LARGE_MATRIX:
+            print(size_note(total, targets[0].matrix.protocol.processes, len(workers)), file=out, flush=True)
+        progress = Progress(total, out=out, clock=clock, workers=len(workers),
+                            plan=[(ti, c.model, c.phase, c.mode) for _, (ti, c) in queue],
+                            prior=earlier_times(out_dir, targets))
+        # launchers[worker][target]
+        launchers = [[t.launcher for t in targets]] if workers == [Worker()] else \
+            [[t.launcher.for_worker(w) for t in targets] for w in workers]
+        session = _Session(opened, queue, progress, workers, clock, out, stop_after_s, clock())
+        try:
+            session.run(launchers)
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a write error in a worker: stop every cell in flight
+            session.stop.set()
+            _kill_all([x for row in launchers for x in row])
+            if isinstance(exc, KeyboardInterrupt):
+                _interrupted(len(progress.rows), opened, out)
+            raise
+        finally:  # a stop signal only sets a flag: these writes always finish
+            _end_session(opened, launchers, progress.rows, out)
+        if INTERRUPTED.is_set():  # a stop that arrived after the last cell, e.g. during compaction
+            _interrupted(len(progress.rows), opened, out)
+            raise KeyboardInterrupt("stop requested")
+        already = sum(o.already for o in opened)
+        print(progress.summary(skipped_done=already), file=out, flush=True)
+        if not total:
+            print(f"nothing to measure: all {already} cells of run {', '.join(ids)} are saved. To measure them again, "
+                  "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
+                  "again, RETRY=1 (--retry-failed).", file=out, flush=True)
+        if session.budget_hit.is_set():
+            print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
+                  "run the same command again to resume", file=out, flush=True)
+    return [o.run_dir for o in opened]

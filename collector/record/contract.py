@@ -1,0 +1,154 @@
+"""What the collector and the analysis share, and nothing else: no torch, no duckdb, no numpy.
+
+The analysis reads rows the collector wrote; these are the names and small rules both sides must
+agree on, in one place: the mode labels (from the mode registry, collector/modes/), the per-process
+medians of a row's stored samples (the statistic the progress line and the report both quote), the
+threshold at which a cell's processes disagree, the step lines a cell process logs, the name
+of a SLURM task's record of the other jobs on its node, what a kernel profile counts as a kernel,
+and how two autotune records are read and compared.
+The row's columns and schema version live in collector/record/schema.py (also torch-free).
+"""
+from __future__ import annotations
+
+import json
+
+import re
+import statistics
+
+from collector import modes
+from collector.record import settings
+
+MODES = modes.names()  # every mode of the registry, in its order
+CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # modes that replay CUDA graphs
+
+# processes "disagree" when their speedups span more than 5% (max / min - 1)
+DISAGREE = 0.05
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this id exists (the temporary folders both sides name by pid are swept
+    only once their process is gone)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, compile_scope: str,
+               dynamic: str | None = "auto") -> str:
+    """A cell's file-name-safe identity from its key (collector.plan.matrix.Cell.cell_id; the analysis checks
+    that a row's cell_id is the one its key gives, so a relabelled copy cannot count a cell twice)."""
+    parts = [model, phase, dtype, f"bs{batch_size}", mode, compile_scope]
+    if dynamic not in (None, "auto"):
+        parts.append(f"dyn-{dynamic}")
+    return "__".join(_SAFE.sub("-", str(p)) for p in parts)
+
+
+SOURCE_PREFIXES = ("timm", "hf")
+SUITES = {"timm": "timm", "hf": "huggingface", "user": "user", None: "builtin"}
+
+
+def model_source(ref: str) -> str | None:
+    """Where a model reference comes from: 'timm', 'hf', 'user' (module.path:function or
+    file.py:function) or None (a built-in model: `name` or `name:k=v,...`)."""
+    head, _, rest = str(ref).partition(":")
+    if head in SOURCE_PREFIXES:
+        return head
+    second = rest.partition(":")[0]
+    if head.endswith(".py") or "/" in head or "." in head or (rest and "=" not in second and second.isidentifier()):
+        return "user"
+    return None
+
+
+def suite_of(model: str) -> str:
+    """The suite a row's model belongs to: timm, huggingface, user or builtin."""
+    return SUITES[model_source(model)]
+
+
+LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
+
+
+def last_logged_step(text: str) -> str | None:
+    """The last step a cell process logged in `text` (a cell log or the tail kept in a row's error)."""
+    steps = LOG_STEP.findall(text or "")
+    return steps[-1].strip() if steps else None
+
+
+def is_annotation(name: str) -> bool:
+    """A profiler range around kernels, not a kernel: torch.profiler records record_function ranges
+    (Optimizer.step#AdamW.step, ## Call CompiledFxGraph ... ##) on the GPU's timeline as well, where
+    they would count their kernels twice (the kernel profile, collector/child/profile.py)."""
+    return "#" in name and "(" not in name
+
+
+def autotune_record(raw) -> dict | None:
+    """A row's autotune record (schema v8 `autotune_json`, written by collector/host/autotune.py) as a dict
+    with a `kernels` mapping; None for a null, unreadable or malformed value."""
+    if not raw:
+        return None
+    try:
+        rec = json.loads(raw) if isinstance(raw, str) else raw
+    except (TypeError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and isinstance(rec.get("kernels"), dict) else None
+
+
+def autotune_differences(a: dict | None, b: dict | None) -> list[tuple[str, str, str]]:
+    """[(kernel, configuration in a, in b)] for the kernels both autotune records name with different
+    choices, by name: meaningful between compiles of one torch (a kernel's name is its place in the
+    graph); across versions the same name may be another kernel. The one comparison of two records,
+    for the collector (a cold replicate against its cold process) and the analysis (two runs)."""
+    ka, kb = (a or {}).get("kernels") or {}, (b or {}).get("kernels") or {}
+    return [(k, ka[k], kb[k]) for k in sorted(set(ka) & set(kb)) if ka[k] != kb[k]]
+
+
+def autotune_processes(rec: dict | None) -> list[dict | None] | None:
+    """Each process's autotuned launch configurations from a record with cold replicates
+    (collector/host/autotune.py with_replicates): the cold process's, then each replicate's (the cold
+    process's with the replicate's recorded differences; None for a replicate without a record).
+    None for a record without replicates. The inverse of with_replicates, for the analysis and the
+    benchmarks."""
+    if rec is None or not rec.get("replicates"):
+        return None
+    base = dict(rec.get("kernels") or {})
+    return [base] + [{**base, **(x.get("kernels") or {})} if isinstance(x, dict) else None
+                     for x in rec["replicates"]]
+
+
+NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)
+# protocol keys added after runs were first collected, with the value every run made before had:
+# the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
+# run and for the analysis reading one
+PROTOCOL_BEFORE = settings.BEFORE  # {key: value} from the settings table's `before`
+
+
+def upgrade_manifest(manifest: dict) -> dict:
+    """run.json as the current code reads it: a copy whose protocol has every key PROTOCOL_BEFORE
+    names (an old run's missing key is the value such runs had). Nothing else is invented."""
+    out = dict(manifest)
+    if isinstance(out.get("protocol"), dict):
+        out["protocol"] = {**PROTOCOL_BEFORE, **out["protocol"]}
+    return out
+
+
+def process_medians(values, processes) -> list[float]:
+    """Median of each process's samples, a row's list column stored one process after the other
+    (the last `len % processes` samples, if any, belong to no process). The one implementation:
+    the progress line, the statistics (analysis/stats/core.py) and the comparison use it; the SQL twin in
+    analysis/data/sql/cell_stats.sql computes the same (a test holds them together)."""
+    values = list(values or [])
+    p = max(1, int(processes or 1))
+    n = len(values) // p
+    out = []
+    for i in range(p if n else 0):  # sliced by position first: a sample left out (None, NaN) moves no other
+        kept = [v for v in values[i * n:(i + 1) * n] if v is not None and v == v]
+        if kept:
+            out.append(statistics.median(kept))
+    return out

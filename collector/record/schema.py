@@ -1,0 +1,230 @@
+"""The Parquet contract: one row per cell. Shared by the collector and the analysis (no torch).
+
+Units are in the column names. Raw samples are list columns; statistics are
+derived later, in analysis/. Bump SCHEMA_VERSION on any incompatible change.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 10
+# v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
+# v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
+V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
+      "cudagraph_skip_reasons_json", "compile_split_json", "flops_per_step", "cache_inductor_bytes",
+      "cache_triton_bytes", "gpu_index", "concurrent_cells")
+# v4 the dynamic-shapes axis, AOTInductor's stages (mode aot-inductor) and the portable-cache compile
+V4 = ("dynamic", "aot_export_s", "aot_compile_s", "aot_load_s", "portable_first_call_compiled_s", "portable_load_s",
+      "portable_cache_bytes", "sweep_batch_sizes", "sweep_first_call_s", "sweep_recompile_count",
+      "sweep_graph_count", "eager_energy_steps", "compiled_energy_steps", "eager_energy_window_s",
+      "compiled_energy_window_s")
+# v5 process replicates: the sample lists hold `processes` fresh processes' samples one after the
+# other (process-major; each process blocks x steps_per_block samples), each process's wall time,
+# the host hygiene applied before timing, and the planted-slowdown test option
+V5 = ("processes", "process_wall_s", "process_errors", "hygiene", "planted_slowdown_pct", "planted_delay_ms")
+# v6 the number of kernels Inductor generated for the cell's compile
+V6 = ("kernel_count",)
+# v7 the kernel profile (protocol kernel_profile): each side's kernels by kind and name, per step
+V7 = ("kernel_profile_json",)
+# v8 the launch configurations Inductor chose by timing candidates in the cold compile (collector/host/autotune.py)
+V8 = ("autotune_json",)
+# v9 each process's first compiled call and whether the replicates compiled cold (protocol cold_replicates)
+V9 = ("process_first_call_compiled_s", "replicate_cache")
+# v10 the planted compile-time test option (protocol plant_compile_ms)
+V10 = ("planted_compile_ms",)
+ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
+            **{c: 6 for c in V6}, **{c: 7 for c in V7},
+            **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10}}
+STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
+            "skipped")
+
+_f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+_list = pa.list_(pa.float64())
+
+FIELDS = [
+    # identity
+    ("schema_version", _i64), ("run_id", _str), ("cell_id", _str),
+    ("model", _str), ("phase", _str), ("dtype", _str), ("batch_size", _i64), ("mode", _str),
+    ("compile_scope", _str), ("tf32", _bool), ("device", _str),
+    ("dynamic", _str),  # torch.compile(dynamic=...): auto (None), true, false (v4; older rows: auto)
+    # environment (the rest is in run.json, joined on run_id)
+    ("device_name", _str), ("torch_version", _str), ("hostname", _str),
+    # where it ran: physical GPU index (null: the process's default device) and how many cells
+    # the collector measured at the same time on this host (1: alone; >1: one per GPU, cores split)
+    ("gpu_index", _i64), ("concurrent_cells", _i64),
+    # outcome
+    ("status", _str), ("error", _str), ("started_at", _str), ("cell_wall_s", _f64),
+    # protocol
+    ("timing_method", _str), ("blocks", _i64), ("steps_per_block", _i64),
+    ("warmup_calls_compiled", _i64),
+    ("steps_per_sample", _i64),
+    # process replicates (v5): how many fresh processes timed this cell (older rows: 1), the wall
+    # time of each process (s; cold first), and what failed in replicates that gave no samples
+    ("processes", _i64), ("process_wall_s", _list), ("process_errors", _str),
+    # what was done to the host before timing (comma-separated), and the planted-slowdown test
+    # option: extra work after each compiled step worth this % of its median (ms a step: delay)
+    ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),
+    # (v10) the planted compile-time test option: ms of host sleep inside every compiled first call
+    ("planted_compile_ms", _f64),
+    # raw samples (mean ms per step over steps_per_sample steps), in time order, process after
+    # process; in each process block i is samples [i*spb, (i+1)*spb) (spb = steps_per_block), so
+    # process p, block i starts at (p*blocks + i)*spb
+    ("eager_step_ms", _list), ("compiled_step_ms", _list),
+    ("eager_enqueue_ms", _list), ("compiled_enqueue_ms", _list),  # host time to issue a step (GPU only)
+    ("eager_block_wall_ms", _list), ("compiled_block_wall_ms", _list),  # synchronised wall per step, per block
+    # compile
+    ("first_call_eager_s", _f64), ("first_call_compiled_s", _f64), ("warm_first_call_compiled_s", _f64),
+    ("compile_dynamo_s", _f64), ("compile_inductor_s", _f64), ("compile_backward_s", _f64),
+    ("warm_compile_dynamo_s", _f64), ("compile_times_json", _str),
+    # mode aot-inductor: torch.export, AOTInductor compile-and-package, load (s); their sum and the
+    # first run of the loaded package make first_call_compiled_s
+    ("aot_export_s", _f64), ("aot_compile_s", _f64), ("aot_load_s", _f64),
+    # portable cache (protocol portable_cache): a third process with an empty cache directory loads
+    # the artifacts the cold compile saved (torch.compiler.save/load_cache_artifacts), then compiles
+    ("portable_first_call_compiled_s", _f64), ("portable_load_s", _f64), ("portable_cache_bytes", _i64),
+    # recompile sweep (protocol recompile_sweep, inference): after timing, the compiled step called at
+    # other batch sizes in the same process: the sizes, each first call (s), recompiles and new graphs
+    ("sweep_batch_sizes", _list), ("sweep_first_call_s", _list), ("sweep_recompile_count", _i64),
+    ("sweep_graph_count", _i64),
+    # diagnostics (collector.child.diagnostics): null = this torch could not tell, never a guessed zero;
+    # *_json are {reason: count}; compile_split_json is {stage: seconds}, cumulative and nested
+    ("graph_count", _i64), ("graph_break_count", _i64), ("graph_break_reasons_json", _str),
+    ("kernel_count", _i64),  # kernels Inductor generated for the cell's compile (v6; cold process)
+    ("recompile_count", _i64), ("recompile_reasons_json", _str),
+    ("cudagraph_skip_count", _i64), ("cudagraph_skip_reasons_json", _str), ("compile_split_json", _str),
+    # kernel profile (v7; protocol kernel_profile, cold process, after timing): {side: {device, steps,
+    # us_per_step, kinds {kind: us a step}, kernels [{name, kind, calls, us} a step], other_us}}
+    ("kernel_profile_json", _str),
+    # autotuned launch configurations (v8; read from the cold compile's cache; null: none timed):
+    # {kernels: {name: "XBLOCK=.. num_warps=.."}, count, unnamed}
+    ("autotune_json", _str),
+    # (v9) each process's first compiled call (s): the cold process's, then each replicate's, which
+    # compiled from the cold process's warm cache (replicate_cache "warm") or cold in its own empty
+    # one (protocol cold_replicates: "cold"); null with one process
+    ("process_first_call_compiled_s", _list), ("replicate_cache", _str),
+    # bytes the cold compile wrote to its fresh inductor and Triton cache directories
+    ("cache_inductor_bytes", _i64), ("cache_triton_bytes", _i64),
+    # work: FLOPs of one eager step (torch.utils.flop_counter; train: forward + backward)
+    ("flops_per_step", _f64),
+    # memory (bytes; CUDA only)
+    ("eager_peak_allocated_bytes", _i64), ("eager_peak_reserved_bytes", _i64),
+    ("compiled_peak_allocated_bytes", _i64), ("compiled_peak_reserved_bytes", _i64),
+    ("eager_cold_peak_allocated_bytes", _i64), ("eager_cold_peak_reserved_bytes", _i64),
+    ("compiled_cold_peak_allocated_bytes", _i64), ("compiled_cold_peak_reserved_bytes", _i64),
+    # correctness: relative L2 error against a float64 run of the same step (accuracy_reference),
+    # for compiled and for eager; tolerance is the dtype's floor
+    ("output_rel_err", _f64), ("grad_rel_err", _f64),
+    ("eager_output_rel_err", _f64), ("eager_grad_rel_err", _f64),
+    ("accuracy_reference", _str), ("tolerance", _f64), ("accuracy_ok", _bool),
+    # NVML during timing (GPU only; null on the CPU, never faked)
+    ("gpu_util_pct", _f64), ("gpu_power_w", _f64), ("sm_clock_mhz", _f64), ("gpu_temp_c", _f64),
+    ("eager_energy_j", _f64), ("compiled_energy_j", _f64),
+    # v4: energy over one back-to-back window per side after the timed blocks (steps, seconds);
+    # v3 rows summed the energy over the side's timed blocks (steps = samples x steps_per_sample)
+    ("eager_energy_steps", _i64), ("compiled_energy_steps", _i64),
+    ("eager_energy_window_s", _f64), ("compiled_energy_window_s", _f64),
+]
+SCHEMA = pa.schema(FIELDS)
+COLUMNS = tuple(name for name, _ in FIELDS)
+
+
+def columns_of(version: int) -> set[str]:
+    """The columns a file of schema `version` holds."""
+    return {c for c in COLUMNS if ADDED_IN.get(c, 1) <= version}
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def make_row(values: dict) -> dict:
+    """A complete row: every column present (missing ones null), unknown keys rejected."""
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise SchemaError(f"unknown column(s): {', '.join(sorted(unknown))}")
+    row = {name: values.get(name) for name in COLUMNS}
+    row["schema_version"] = SCHEMA_VERSION
+    if row["status"] not in STATUSES:
+        raise SchemaError(f"unknown status {row['status']!r}; valid: {', '.join(STATUSES)}")
+    return row
+
+
+def write_row(row: dict, path: Path) -> None:
+    """Write one row to `path` atomically: a temporary name in the same folder, fsync, rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    table = pa.Table.from_pylist([make_row(row)], schema=SCHEMA)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def regular(path: Path) -> bool:
+    """A regular file (a link to one counts), judged without opening it: a FIFO named like a data
+    file would block whoever reads it. False where it cannot be stat'ed."""
+    try:
+        return stat.S_ISREG(Path(path).stat().st_mode)
+    except OSError:
+        return False
+
+
+def breaches(file_schema: pa.Schema) -> str | None:
+    """Why a cell file's columns break the contract, as the report judges them (analysis/data/load.py
+    `_validate`; tests/test_collector_robustness.py holds the two together): a column of the oldest
+    schema missing, a column the contract does not have, a column stored as another type."""
+    ref = dict(FIELDS)
+    names = set(file_schema.names)
+    missing, extra = columns_of(1) - names, names - set(ref)
+    wrong = sorted(f.name for f in file_schema if f.name in ref and not f.type.equals(ref[f.name]))
+    if not (missing or extra or wrong):
+        return None
+    return "; ".join(([f"missing column(s) {', '.join(sorted(missing))}"] if missing else [])
+                     + ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
+                     + [f"column {c} stored as {file_schema.field(c).type}, not {ref[c]}" for c in wrong[:3]])
+
+
+def read_saved(path: Path) -> tuple[str | None, str | None]:
+    """(why the saved cell file cannot stand for its cell or None, its status): unreadable or
+    truncated, columns the report would refuse (breaches), not one row, an unknown schema version
+    or the row of another cell. Reads the footer and three short columns."""
+    path = Path(path)
+    try:
+        if not regular(path):  # a FIFO would block the read; a folder is no row
+            return "not a regular file", None
+        fs = pq.read_schema(path)
+        why = breaches(fs)
+        if why:
+            return f"not this project's cell row ({why})", None
+        table = pq.read_table(path, columns=["cell_id", "status", "schema_version"])
+    except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
+        return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", None
+    if table.num_rows != 1:
+        return f"{table.num_rows} rows, not one", None
+    version = table.column("schema_version")[0].as_py()
+    if version not in range(1, SCHEMA_VERSION + 1):
+        return f"schema version {version} is not known (1 to {SCHEMA_VERSION})", None
+    if columns_of(version) - set(fs.names):
+        return f"missing column(s) {', '.join(sorted(columns_of(version) - set(fs.names)))} (schema version {version})", None
+    cell_id = table.column("cell_id")[0].as_py()
+    if cell_id != path.stem:
+        return f"holds cell {cell_id!r}", None
+    return None, table.column("status")[0].as_py()
+
+
+def check_cell_file(path: Path) -> str | None:
+    """Why a saved cell file cannot stand for its cell (None: it can)."""
+    return read_saved(path)[0]
+
+
+def read_status(path: Path) -> str | None:
+    """The status saved in a cell file (None if it cannot be read or is not a regular file)."""
+    return read_saved(path)[1]

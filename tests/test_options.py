@@ -1,0 +1,74 @@
+"""The collect command's options are one table (collector/commands/options.py, with the protocol's settings
+from collector/record/settings.py): the parser is built from it, and the Makefile, `make help` and
+docs/options.md are held to it here, so adding an option is one table entry plus its use. An option the
+chosen executor would not use is refused by name (STOP_AFTER was ignored silently by EXECUTOR=slurm)."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from collector.__main__ import main, parse_args
+from collector.commands import options
+from conftest import ROOT
+
+MAKEFILE = (ROOT / "Makefile").read_text()
+
+
+def _passes(o: options.Option) -> bool:
+    """Does the Makefile's COLLECT_ARGS pass variable o.make as option o.cli?"""
+    v, c = re.escape(o.make), re.escape(o.cli)
+    if o.switch:
+        return re.search(rf"\$\(if \$\(call on,\$\({v}\)\),{c}\)", MAKEFILE) is not None
+    if o.kind == "append":
+        return re.search(rf"\$\(foreach (\w),\$\({v}\),{c} \"\$\(\1\)\"\)", MAKEFILE) is not None
+    return f"$(call opt,{o.cli},$({o.make}))" in MAKEFILE or f'{o.cli} "$({o.make})"' in MAKEFILE
+
+
+def test_every_option_with_a_make_variable_is_known_passed_and_listed_by_make_help():
+    known = set(re.search(r"KNOWN_VARS := (.*?)\n[A-Z_]+ :=", MAKEFILE, re.S).group(1).replace("\\", " ").split())
+    helped = subprocess.run(["make", "-s", "help", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True).stdout
+    missing = {}
+    for o in options.all_options():
+        if not o.make:
+            continue
+        why = [w for w, bad in (("not in KNOWN_VARS", o.make not in known), (f"not passed as {o.cli}", not _passes(o)),
+                                ("not listed by make help", not re.search(rf"\b{o.make}=", helped))) if bad]
+        if why:
+            missing[o.make] = why
+    assert missing == {}
+
+
+def test_the_parser_is_the_table():
+    p_opts = {a.option_strings[0]: a.dest for a in __import__("argparse").ArgumentParser()._actions[:0]}
+    args = parse_args([])
+    for o in options.all_options():
+        assert hasattr(args, o.dest), o.cli
+    assert p_opts == {}
+    got = parse_args(["--processes", "5", "--tf32", "1", "--plant-slowdown", "3", "--timeout", "60", "--slurm-arg",
+                      "gres=gpu:1", "--slurm-arg", "exclusive", "--models", "mlp,gpt:layers=2,seq_len=64"])
+    assert (got.processes, got.tf32, got.plant_slowdown_pct, got.timeout_s) == (5, "1", 3, 60)
+    assert got.slurm_args == ["gres=gpu:1", "exclusive"] and got.models == ["mlp", "gpt:layers=2,seq_len=64"]
+    assert parse_args([]).slurm_args == [] and parse_args([]).stop_after is None
+
+
+def test_docs_options_holds_the_table_the_module_prints():
+    text = (ROOT / "docs" / "options.md").read_text()
+    table = options.reference_table()
+    assert table in text, "docs/options.md's reference table is stale: python -m collector.commands.options prints it"
+    got = subprocess.run([sys.executable, "-m", "collector.commands.options"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert got.stdout == table
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--executor", "slurm", "--preset", "smoke", "--stop-after", "60"], "--stop-after (STOP_AFTER=)"),
+    (["--executor", "slurm", "--preset", "smoke", "--gpus", "all"], "--gpus (GPUS=)"),
+    (["--preset", "smoke", "--slurm-partition", "gpu", "--slurm-exclusive"],
+     "--slurm-partition (SLURM_PARTITION=), --slurm-exclusive (SLURM_EXCLUSIVE=)"),
+])
+def test_an_option_the_executor_would_not_use_is_refused_by_name(argv, named, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "not used by EXECUTOR=" in err, err
+    assert not any(tmp_path.iterdir())
