@@ -111,7 +111,7 @@ help: ## list the targets
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02] [PER_CELL_FIRST_CALL=1]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
-	@echo "                   measured (benchmarks/false_alarms.py): fails 4 of 164 same-torch comparisons, 15 of 17 planted GPU pairs"
+	@echo "                   measured (benchmarks/false_alarms.py): fails 4 of 170 same-torch comparisons, 18 of 20 planted GPU pairs"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 

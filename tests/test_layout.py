@@ -138,3 +138,27 @@ def test_no_module_of_the_collector_or_the_analysis_passes_400_lines():
     long = {str(f.relative_to(ROOT)): n for folder in ("collector", "analysis")
             for f in (ROOT / folder).rglob("*.py") if (n := len(f.read_text().splitlines())) > 400}
     assert long == {}
+
+
+def test_every_path_a_module_computes_from_its_own_place_exists():
+    """A module moved one folder down keeps `Path(__file__).parent.parent` pointing at the wrong folder (the
+    earlier-runs reader's published runs did, and the time-left estimate fell back to guesses); every
+    module-level Path inside the checkout must exist (read in a fresh interpreter: the tests patch some)."""
+    import subprocess
+    import sys
+    mods = sorted(module_of(f) for top in ("collector", "analysis") for f in (ROOT / top).rglob("*.py")
+                  if f.stem != "__main__")
+    code = ("import importlib, json, pathlib\nout = {}\n"
+            f"for m in {mods!r}:\n"
+            "    mod = importlib.import_module(m)\n"
+            "    for k, v in vars(mod).items():\n"
+            "        if isinstance(v, pathlib.Path) and v.is_absolute():\n"
+            "            out[m + '.' + k] = str(v)\n"
+            "print(json.dumps(out))")
+    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    import json
+    paths = {k: Path(v) for k, v in json.loads(got.stdout).items()}
+    inside = {k: v for k, v in paths.items() if str(v).startswith(str(ROOT))}
+    assert len(inside) >= 8, inside  # the project root, presets, SQL, schemas, templates, published runs, ...
+    missing = {k: str(v) for k, v in inside.items() if not v.exists() and v.parent.name != "runs"}
+    assert missing == {}

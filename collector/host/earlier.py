@@ -19,7 +19,7 @@ from collector.host.progress import as_cold, mark_startups, prior_times
 
 EARLIER_RUNS = 20  # the most recent runs an estimate reads
 MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
-PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "examples"  # this checkout's published runs
+PUBLISHED = Path(__file__).resolve().parents[2] / "data" / "examples"  # this checkout's published runs
 COLUMNS = ("model", "phase", "mode", "cell_wall_s", "started_at", "first_call_compiled_s",
            "warm_first_call_compiled_s")
 
