@@ -3,13 +3,13 @@
 # without it every target installs what it needs into the project virtualenv .venv on first use.
 SHELL := /bin/bash
 
+# the collect command's variables and the options they pass: written from the collector's one table of
+# options (collector/commands/options.py) by `python -m collector.commands.options --write`
+include collector/commands/options.mk
 # every variable this Makefile reads from the command line; anything else (MODEL= for MODELS=) is a
 # typo that would otherwise be ignored silently
-KNOWN_VARS := PYTHON PYTHONS PLANT_ON TORCH PRESET RUN RUNS MODELS MODES PHASES DTYPES BATCH_SIZES SCOPES DYNAMIC BLOCKS STEPS WARMUP \
-  TIMEOUT WARM_COMPILE TF32 DEVICE GPUS RETRY PORTABLE SWEEP PROFILE COLD_REPLICATES STOP_AFTER PROCESSES PLANT_SLOWDOWN PLANT_COMPILE BASELINE \
-  CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION QUANTITIES PER_CELL_FIRST_CALL ALL RELIABILITY_TESTS SHARD SHARDS LAUNCHER CELLS \
-  EXECUTOR SLURM_PARTITION SLURM_ACCOUNT SLURM_CONSTRAINT SLURM_TIME SLURM_PARALLELISM SLURM_CPUS SLURM_GPUS \
-  SLURM_MEM SLURM_QOS SLURM_EXCLUSIVE SLURM_ARGS SITE_PROFILE ALLOW_MIXED RESUBMIT WATCH THRESHOLD AA DRY MAX_CELLS WRITE_ONLY
+KNOWN_VARS := PYTHON TORCH $(COLLECT_VARS) BASELINE CANDIDATE REPEATS ALLOW_MISMATCH STRICT MIN_EFFECT MAX_REGRESSION \
+  QUANTITIES PER_CELL_FIRST_CALL ALL RELIABILITY_TESTS SHARDS RESUBMIT WATCH THRESHOLD AA DRY MAX_CELLS WRITE_ONLY
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 ifneq ($(UNKNOWN_VARS),)
 $(error unknown variable(s) $(UNKNOWN_VARS) (a typo? e.g. MODELS=, not MODEL=); known: $(KNOWN_VARS))
@@ -50,19 +50,7 @@ $(foreach v,$(SLURM_SETTINGS),$(if $(filter command line,$(origin $(v))),$(eval 
 # interleaved cell by cell on this machine; each writes its own run <RUN>-<label>
 PYTHONS ?=
 COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(foreach p,$(PYTHONS),--python "$(p)"),--python "$(PY)") \
-  $(call opt,--plant-on,$(PLANT_ON)) \
-  $(call opt,--models,$(MODELS)) $(call opt,--modes,$(MODES)) $(call opt,--phases,$(PHASES)) \
-  $(call opt,--dtypes,$(DTYPES)) $(call opt,--batch-sizes,$(BATCH_SIZES)) $(call opt,--scopes,$(SCOPES)) $(call opt,--dynamic,$(DYNAMIC)) \
-  $(call opt,--blocks,$(BLOCKS)) $(call opt,--steps-per-block,$(STEPS)) $(call opt,--warmup-steps,$(WARMUP)) $(call opt,--timeout,$(TIMEOUT)) \
-  $(call opt,--warm-compile,$(WARM_COMPILE)) $(call opt,--portable-cache,$(PORTABLE)) $(call opt,--recompile-sweep,$(SWEEP)) $(call opt,--kernel-profile,$(PROFILE)) $(call opt,--cold-replicates,$(COLD_REPLICATES)) $(call opt,--tf32,$(TF32)) $(call opt,--device,$(DEVICE)) \
-  $(call opt,--processes,$(PROCESSES)) $(call opt,--plant-slowdown,$(PLANT_SLOWDOWN)) $(call opt,--plant-compile,$(PLANT_COMPILE)) \
-  $(call opt,--run-id,$(RUN)) $(call opt,--gpus,$(GPUS)) $(call opt,--stop-after,$(STOP_AFTER)) $(call opt,--shard,$(SHARD)) $(call opt,--launcher,$(LAUNCHER)) $(call opt,--cells,$(CELLS)) \
-  $(call opt,--executor,$(EXECUTOR)) $(call opt,--slurm-partition,$(SLURM_PARTITION)) $(call opt,--slurm-account,$(SLURM_ACCOUNT)) \
-  $(call opt,--slurm-constraint,$(SLURM_CONSTRAINT)) $(call opt,--slurm-time,$(SLURM_TIME)) $(call opt,--slurm-parallelism,$(SLURM_PARALLELISM)) \
-  $(call opt,--slurm-cpus,$(SLURM_CPUS)) $(call opt,--slurm-gpus,$(SLURM_GPUS)) $(call opt,--slurm-mem,$(SLURM_MEM)) \
-  $(call opt,--slurm-qos,$(SLURM_QOS)) $(if $(call on,$(SLURM_EXCLUSIVE)),--slurm-exclusive) $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
-  $(call opt,--site-profile,$(SITE_PROFILE)) \
-  $(if $(call on,$(ALLOW_MIXED)),--allow-mixed) $(if $(call on,$(RETRY)),--retry-failed)
+  $(COLLECT_OPTION_ARGS)
 REPORT_ARGS = --out reports $(if $(call on,$(ALL)),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
   $(foreach p,$(REPEATS),--repeat "$(p)") \
   $(if $(call on,$(STRICT)),--strict) $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) \
@@ -75,6 +63,7 @@ RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or h
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "  collect variables (docs/options.md says what each does): $(addsuffix =,$(COLLECT_VARS))" | fold -s -w 110 | sed '2,$$s/^/                   /'
 	@echo "  collect options: PRESET=auto|smoke|quick|default|shapes|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   DYNAMIC=auto,true,false"
 	@echo "                   BATCH_SIZES= SCOPES= BLOCKS= STEPS= WARMUP= TIMEOUT= WARM_COMPILE=0|1 TF32=0|1 RUN= RUNS="

@@ -87,6 +87,78 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def _check(args, runs: list) -> list[tuple[str, str]]:
+    """DataError for options that do not go together; the --repeat pairs."""
+    if not runs:
+        raise DataError(f"no runs (folders with run.json) under {', '.join(map(str, args.data or ['data/']))}; "
+                        "`make collect` makes one")
+    if not 0 <= args.min_effect < 1:
+        raise DataError(f"--min-effect is a fraction from 0 to 1 (0.02 = 2%), got {args.min_effect:g}")
+    if bool(args.baseline) != bool(args.candidate):
+        raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
+    if args.repeat and not args.baseline:
+        raise DataError("--repeat (REPEATS=) belongs to a comparison: give BASELINE= and CANDIDATE= too")
+    if args.repeat and len(args.candidate) != 1:
+        raise DataError(f"--repeat (REPEATS=) repeats one comparison: give one CANDIDATE=, not "
+                        f"{len(args.candidate)} ({' '.join(args.candidate)})")
+    return [repeats.parse(x) for x in args.repeat]
+
+
+def _select(args, runs: list, repeat_ids: list):
+    """(the runs to render, the published examples or None, how many evidence runs were left out)."""
+    if args.baseline:
+        args.run = [args.baseline] + args.candidate + [x for pair in repeat_ids for x in pair]
+    pub, evidence = None, 0
+    if args.run:
+        known = {r.run_id for r in runs}
+        unknown = [x for x in args.run if x not in known]
+        if unknown:
+            raise DataError(f"unknown run(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
+        runs = [r for r in runs if r.run_id in args.run]
+    elif not args.data and not args.all and (pub := index.published()) is not None:
+        # a newcomer's `make report`: their runs and the published examples, not the evidence runs
+        examples = ROOT / "data" / "examples"
+        chosen = [r for r in runs if not r.path.is_relative_to(examples) or r.run_id in pub.runs]
+        missing = sorted(set(pub.runs) - {r.run_id for r in chosen})
+        if missing:
+            print(f"warning: published example(s) {', '.join(missing)} not found under data/examples/",
+                  file=sys.stderr)
+        evidence, runs = len(runs) - len(chosen), chosen
+    return runs, pub, evidence
+
+
+def _compare(args, loaded, runs: list, repeat_ids: list, history, t0: float) -> int:
+    """One comparison report per candidate against the baseline."""
+    by_id = {r.run_id: r for r in runs}
+    order = [by_id[x] for x in [args.baseline] + args.candidate]
+    for cand in args.candidate:
+        report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
+                                      allow_mismatch=args.allow_mismatch, reps=args.reps,
+                                      min_effect=args.min_effect,
+                                      repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids],
+                                      history=history)
+        md, html = render_compare(report, out_dir(args.out, compare_folder(args.baseline, cand, repeat_ids)))
+        print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
+    index.refresh_rendered(args.out)  # reports/index.html lists it
+    print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _run_reports(args, loaded, runs: list, pub, evidence: int) -> None:
+    """One report per run, and the index of them where the published examples are rendered."""
+    entries: list = []
+    for run in runs:
+        report = build_run_report(loaded, run, reps=args.reps, noise=args.noise, min_effect=args.min_effect)
+        md, html = render(report, out_dir(args.out, run.run_id))
+        print(f"{run.run_id}: {report.status_line}\n  {html}\n  {md}")
+        entries.append(index.Entry(run.run_id, (pub.runs.get(run.run_id) if pub else None)
+                                   or run.manifest.get("description") or "", report.status_line,
+                                   str(run.env.get("device_name") or run.env.get("device") or "?"),
+                                   str(run.env.get("torch_version") or "?")))
+    if pub is not None:
+        print(f"index: {index.write_index(args.out, entries, pub, evidence)}")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["confirm"]:  # python -m analysis confirm --baseline A --candidate B (analysis/commands/screen.py)
@@ -101,68 +173,16 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         runs = [r for d in (args.data or [ROOT / "data"]) for r in discover_runs(d)]
-        if not runs:
-            raise DataError(f"no runs (folders with run.json) under {', '.join(map(str, args.data or ['data/']))}; "
-                            "`make collect` makes one")
-        if not 0 <= args.min_effect < 1:
-            raise DataError(f"--min-effect is a fraction from 0 to 1 (0.02 = 2%), got {args.min_effect:g}")
-        if bool(args.baseline) != bool(args.candidate):
-            raise DataError("a comparison needs both --baseline and --candidate (BASELINE= and CANDIDATE=)")
-        if args.repeat and not args.baseline:
-            raise DataError("--repeat (REPEATS=) belongs to a comparison: give BASELINE= and CANDIDATE= too")
-        if args.repeat and len(args.candidate) != 1:
-            raise DataError(f"--repeat (REPEATS=) repeats one comparison: give one CANDIDATE=, not "
-                            f"{len(args.candidate)} ({' '.join(args.candidate)})")
-        repeat_ids = [repeats.parse(x) for x in args.repeat]
+        repeat_ids = _check(args, runs)
         history = History(runs)  # every run of the data folders: the siblings a run's spread is measured on
-        if args.baseline:
-            args.run = [args.baseline] + args.candidate + [x for pair in repeat_ids for x in pair]
-        pub, evidence = None, 0
-        if args.run:
-            known = {r.run_id for r in runs}
-            unknown = [x for x in args.run if x not in known]
-            if unknown:
-                raise DataError(f"unknown run(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
-            runs = [r for r in runs if r.run_id in args.run]
-        elif not args.data and not args.all and (pub := index.published()) is not None:
-            # a newcomer's `make report`: their runs and the published examples, not the evidence runs
-            examples = ROOT / "data" / "examples"
-            chosen = [r for r in runs if not r.path.is_relative_to(examples) or r.run_id in pub.runs]
-            missing = sorted(set(pub.runs) - {r.run_id for r in chosen})
-            if missing:
-                print(f"warning: published example(s) {', '.join(missing)} not found under data/examples/",
-                      file=sys.stderr)
-            evidence, runs = len(runs) - len(chosen), chosen
+        runs, pub, evidence = _select(args, runs, repeat_ids)
         loaded = load(runs, strict=args.strict)
         for f, why in loaded.skipped:
             print(f"warning: skipped {f}: {why}", file=sys.stderr)
         prepare(loaded)
         if args.baseline:
-            by_id = {r.run_id: r for r in runs}
-            order = [by_id[x] for x in [args.baseline] + args.candidate]
-            for cand in args.candidate:
-                report = build_compare_report(loaded, by_id[args.baseline], by_id[cand], order,
-                                              allow_mismatch=args.allow_mismatch, reps=args.reps,
-                                              min_effect=args.min_effect,
-                                              repeat_runs=[(by_id[x], by_id[y]) for x, y in repeat_ids],
-                                              history=history)
-                md, html = render_compare(report, out_dir(args.out, compare_folder(args.baseline, cand, repeat_ids)))
-                print(f"{args.baseline} -> {cand}:\n  " + "\n  ".join(report.headline) + f"\n  {html}\n  {md}")
-            index.refresh_rendered(args.out)  # reports/index.html lists it
-            print(f"rendered {len(args.candidate)} comparison(s) in {time.perf_counter() - t0:.1f} s")
-            return 0
-        entries: list = []
-        for run in runs:
-            report = build_run_report(loaded, run, reps=args.reps, noise=args.noise,
-                                      min_effect=args.min_effect)
-            md, html = render(report, out_dir(args.out, run.run_id))
-            print(f"{run.run_id}: {report.status_line}\n  {html}\n  {md}")
-            entries.append(index.Entry(run.run_id, (pub.runs.get(run.run_id) if pub else None)
-                                       or run.manifest.get("description") or "", report.status_line,
-                                       str(run.env.get("device_name") or run.env.get("device") or "?"),
-                                       str(run.env.get("torch_version") or "?")))
-        if pub is not None:
-            print(f"index: {index.write_index(args.out, entries, pub, evidence)}")
+            return _compare(args, loaded, runs, repeat_ids, history, t0)
+        _run_reports(args, loaded, runs, pub, evidence)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,6 +60,7 @@ def synth(root: Path, n: int, processes: int = 3) -> Path:
         write_row(row, cells / f"{cid}.parquet")
     (run / "run.json").write_text(json.dumps({"run_id": run.name, "environment": {"device": "cuda",
                                              "gpu_name": "Synthetic GPU", "torch_version": "0.0"},
+                                             "protocol": {"blocks": 8, "steps_per_block": 5, "processes": processes},
                                              "description": f"{n} synthetic cells", "sessions": []}))
     compact_run(run)  # as the collector does at the end of each session
     return root

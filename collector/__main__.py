@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             pythons=[executors.split_python(t) for t in (args.pythons or [sys.executable])],
             shard=shard.parse(args.shard) if args.shard else None, cells=args.cells, device=args.device,
             gpus=args.gpus, launcher=args.launcher, retry_failed=args.retry_failed, stop_after_s=args.stop_after,
-            plant_on=args.plant_on, dry_run=args.dry_run,
+            plant_on=args.plant_on, dry_run=args.dry_run, note=args.note,
             slurm={"partition": args.slurm_partition, "account": args.slurm_account,
                    "constraint": args.slurm_constraint, "time_min": args.slurm_time,
                    "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed,

@@ -442,7 +442,7 @@ done = hygiene.host_hygiene(torch)
 print(len(before), done, hygiene._descendants(os.getpid()), torch.compile(lambda x: x.sin() + 1)(torch.ones(3)).tolist())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=Path(cell.__file__).resolve().parent.parent)
+                         cwd=Path(cell.__file__).resolve().parents[2])
     last = out.stdout.strip().splitlines()[-1]
     n, rest = last.split(" ", 1)
     assert int(n) >= 1, out.stderr[-2000:]

@@ -162,3 +162,15 @@ def test_every_path_a_module_computes_from_its_own_place_exists():
     assert len(inside) >= 8, inside  # the project root, presets, SQL, schemas, templates, published runs, ...
     missing = {k: str(v) for k, v in inside.items() if not v.exists() and v.parent.name != "runs"}
     assert missing == {}
+
+
+def test_no_function_of_the_collector_or_the_analysis_passes_60_lines():
+    """Functions with one job: the command-line entry points, the fork server and the report builders
+    were split until none is longer than about a screen."""
+    long = {}
+    for folder in ("collector", "analysis"):
+        for f in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                    long[f"{f.relative_to(ROOT)}:{node.lineno} {node.name}"] = node.end_lineno - node.lineno + 1
+    assert long == {}

@@ -12,7 +12,7 @@ from collector.__main__ import main, parse_args
 from collector.commands import options
 from conftest import ROOT
 
-MAKEFILE = (ROOT / "Makefile").read_text()
+MAKEFILE = (ROOT / "Makefile").read_text() + (ROOT / "collector" / "commands" / "options.mk").read_text()
 
 
 def _passes(o: options.Option) -> bool:
@@ -27,6 +27,8 @@ def _passes(o: options.Option) -> bool:
 
 def test_every_option_with_a_make_variable_is_known_passed_and_listed_by_make_help():
     known = set(re.search(r"KNOWN_VARS := (.*?)\n[A-Z_]+ :=", MAKEFILE, re.S).group(1).replace("\\", " ").split())
+    if "$(COLLECT_VARS)" in known:  # the fragment's list, as make expands it
+        known |= set(re.search(r"^COLLECT_VARS := (.*)$", MAKEFILE, re.M).group(1).split())
     helped = subprocess.run(["make", "-s", "help", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True).stdout
     missing = {}
     for o in options.all_options():
@@ -37,6 +39,15 @@ def test_every_option_with_a_make_variable_is_known_passed_and_listed_by_make_he
         if why:
             missing[o.make] = why
     assert missing == {}
+
+
+def test_the_makefile_fragment_is_what_the_table_writes_and_the_makefile_uses_it():
+    """Adding an option is one table entry plus its use: `python -m collector.commands.options --write`
+    writes the Makefile's part (options.mk) and the docs' table; this fails when either is stale."""
+    assert (ROOT / "collector" / "commands" / "options.mk").read_text() == options.make_fragment()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "include collector/commands/options.mk" in makefile and "$(COLLECT_OPTION_ARGS)" in makefile
+    assert "$(COLLECT_VARS)" in makefile.split("UNKNOWN_VARS", 1)[0]  # the check of unknown variables knows them
 
 
 def test_the_parser_is_the_table():
@@ -72,3 +83,26 @@ def test_an_option_the_executor_would_not_use_is_refused_by_name(argv, named, tm
     err = capsys.readouterr().err
     assert named in err and "not used by EXECUTOR=" in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_an_option_added_by_one_table_entry_reaches_run_json_and_the_report(tmp_path):
+    """--note (NOTE=) was added as one table entry plus its use (the session records it): the parser, the
+    Makefile, make help and docs/options.md followed from the table."""
+    import json
+    import os
+
+    from support.faults import fake_python
+
+    assert 'NOTE' in re.search(r"^COLLECT_VARS := (.*)$", MAKEFILE, re.M).group(1).split()
+    assert '$(call opt,--note,$(NOTE))' in MAKEFILE and "`NOTE`" in (ROOT / "docs" / "options.md").read_text()
+    env = dict(os.environ, FAKE_CELL_SECONDS="0.05", PYTHONPATH=str(ROOT))
+    got = subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", "--models", "mlp", "--modes", "default",
+                          "--phases", "infer", "--out", str(tmp_path), "--run-id", "r", "--python", fake_python(tmp_path),
+                          "--note", "driver updated this morning"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert got.returncode == 0, got.stderr
+    sessions = json.loads((tmp_path / "r" / "run.json").read_text())["sessions"]
+    assert sessions[-1]["note"] == "driver updated this morning"
+    from analysis.__main__ import main as analysis_main
+    assert analysis_main(["--data", str(tmp_path), "--out", str(tmp_path / "o"), "--reps", "50"]) == 0
+    assert "driver updated this morning" in (tmp_path / "o" / "r" / "report.md").read_text()

@@ -235,7 +235,7 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
     run.mkdir()
     args = ["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),
             "--run-id", "r", "--python", fake_python(tmp_path)]
-    for text, words in (("{not json", "is not valid JSON"), ('{"run_id": "r"}', "has no 'environment'")):
+    for text, words in (("{not json", "is not valid JSON"), ('{"run_id": "r"}', "missing 'environment'")):
         (run / "run.json").write_text(text)
         with pytest.raises(store.ManifestError, match=words):
             store.read_run_manifest(run / "run.json")
@@ -247,7 +247,7 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
 
 
 def test_a_protocol_setting_is_declared_once():
-    """collector.plan.matrix.SETTINGS is the one declaration: the Protocol fields and defaults, the
+    """collector.record.settings.SETTINGS is the one declaration: the Protocol fields and defaults, the
     collector's options, the must-match keys of a resumed run, and every upgraded old key."""
     from dataclasses import fields
 

@@ -86,11 +86,7 @@ def run_level_first_call(changes: list[dict], bound: float, quantities: set[str]
     return out
 
 
-def main(argv: list[str]) -> int:
-    from analysis.compare_report.compare import build_compare_report
-    from analysis.data.load import DataError, discover_runs, load
-    from analysis.run_report.context import prepare
-
+def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m analysis gate", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
     p.add_argument("--baseline", required=True, help="the baseline run id (A)")
@@ -108,27 +104,54 @@ def main(argv: list[str]) -> int:
                    help="bootstrap replicates where a cell has one process")
     p.add_argument("--min-effect", type=stats.fraction, default=stats.MIN_EFFECT, dest="min_effect",
                    help="smallest change (as a fraction) that is called, as in the report (default 0.02)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def _report(args):
+    """(the comparison report, the bound, the gated quantities); ValueError or DataError on bad input."""
+    from analysis.compare_report.compare import build_compare_report
+    from analysis.data.load import discover_runs, load
+    from analysis.run_report.context import prepare
+
+    bound = parse_bound(args.max_regression)
+    quantities = {q.strip() for q in args.quantities.split(",") if q.strip()}
+    unknown = quantities - set(est.QUANTITIES)
+    if unknown:
+        raise ValueError(f"unknown quantit(y/ies) {', '.join(sorted(unknown))}; valid: {', '.join(est.QUANTITIES)}")
+    roots = [Path(d) for d in (args.data or ["data"])]
+    runs = {r.run_id: r for d in roots for r in discover_runs(d)}
+    pairs = [repeats.parse(x) for x in args.repeat]
+    ids = [args.baseline, args.candidate] + [x for pair in pairs for x in pair]
+    missing = [x for x in dict.fromkeys(ids) if x not in runs]
+    if missing:
+        raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
+    a, b = runs[args.baseline], runs[args.candidate]
+    loaded = load([runs[x] for x in dict.fromkeys(ids)])
+    prepare(loaded)
+    report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps,
+                                  min_effect=args.min_effect, repeat_runs=[(runs[x], runs[y]) for x, y in pairs],
+                                  history=History(list(runs.values())))
+    return report, bound, quantities
+
+
+def _unrepeated(report, failing: list, bound: float) -> tuple[list, list]:
+    """With repeat pairs: (the failing changes that repeat beyond the bound, the others with their fate)."""
+    fate = {(r.cell_id, r.quantity): r for r in report.repeat_rows}
+    kept, dropped = [], []
+    for c in failing:
+        r = fate[(c["cell_id"], c["quantity"])]
+        smallest = min(worse_by(c["quantity"], x) for x in r.points if x is not None)
+        held = r.outcome in (repeats.REPEATS, repeats.WHERE_PAIRED) and smallest > bound
+        (kept if held else dropped).append((c, r))
+    return [c for c, _ in kept], dropped
+
+
+def main(argv: list[str]) -> int:
+    from analysis.data.load import DataError
+
+    args = parse_args(argv)
     try:
-        bound = parse_bound(args.max_regression)
-        quantities = {q.strip() for q in args.quantities.split(",") if q.strip()}
-        unknown = quantities - set(est.QUANTITIES)
-        if unknown:
-            raise ValueError(f"unknown quantit(y/ies) {', '.join(sorted(unknown))}; valid: {', '.join(est.QUANTITIES)}")
-        roots = [Path(d) for d in (args.data or ["data"])]
-        runs = {r.run_id: r for d in roots for r in discover_runs(d)}
-        pairs = [repeats.parse(x) for x in args.repeat]
-        ids = [args.baseline, args.candidate] + [x for pair in pairs for x in pair]
-        missing = [x for x in dict.fromkeys(ids) if x not in runs]
-        if missing:
-            raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
-        a, b = runs[args.baseline], runs[args.candidate]
-        loaded = load([runs[x] for x in dict.fromkeys(ids)])
-        prepare(loaded)
-        report = build_compare_report(loaded, a, b, [a, b], allow_mismatch=args.allow_mismatch, reps=args.reps,
-                                      min_effect=args.min_effect, repeat_runs=[(runs[x], runs[y]) for x, y in pairs],
-                                      history=History(list(runs.values())))
+        report, bound, quantities = _report(args)
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -139,14 +162,7 @@ def main(argv: list[str]) -> int:
     failing = beyond(changes, bound, quantities, args.per_cell_first_call)
     dropped = []
     if report.repeat_pairs:
-        fate = {(r.cell_id, r.quantity): r for r in report.repeat_rows}
-        kept = []
-        for c in failing:
-            r = fate[(c["cell_id"], c["quantity"])]
-            smallest = min(worse_by(c["quantity"], x) for x in r.points if x is not None)
-            held = r.outcome in (repeats.REPEATS, repeats.WHERE_PAIRED) and smallest > bound
-            (kept if held else dropped).append((c, r))
-        failing = [c for c, _ in kept]
+        failing, dropped = _unrepeated(report, failing, bound)
     failing += run_level_first_call(changes, bound, quantities)  # the run as a whole: not repeated per cell
     called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
     head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "

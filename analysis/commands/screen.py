@@ -130,15 +130,8 @@ def command(preset: Path, run_id: str, out: Path, python_a: str, python_b: str, 
     return cmd
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]):
     import argparse
-    import signal
-
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly, no traceback
-
-    from analysis.commands.gate import parse_bound
-    from analysis.data.load import DataError, discover_runs, load, sql
-    from analysis.run_report.context import prepare
 
     p = argparse.ArgumentParser(prog="python -m analysis confirm", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
@@ -155,40 +148,76 @@ def main(argv: list[str]) -> int:
     how.add_argument("--dry-run", action="store_true", help="list the cells and the command, write and measure nothing")
     how.add_argument("--write-only", action="store_true",
                      help="write the preset and print the command, measure nothing (to run it on another machine)")
-    args = p.parse_args(argv)
-    try:
-        if args.processes < 2:
-            raise ValueError("--processes must be at least 2: a confirmation calls changes over processes")
-        roots = [Path(d) for d in (args.data or ["data"])]
-        runs = {r.run_id: r for d in roots for r in discover_runs(d)}
-        aa = args.aa.split(":") if args.aa else []
-        if args.aa and len(aa) != 2:
-            raise ValueError(f"--aa takes two run ids as X:Y (got {args.aa!r})")
-        missing = [x for x in [args.baseline, args.candidate, *aa] if x not in runs]
-        if missing:
-            raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
-        loaded = load([runs[x] for x in dict.fromkeys([args.baseline, args.candidate, *aa])])
-        prepare(loaded)
+    return p.parse_args(argv)
 
-        def pairs(x: str, y: str) -> list[dict]:
-            df = loaded.con.execute(sql("compare_pairs"), {"baseline": x, "candidate": y}).df()
-            return df.astype(object).where(df.notna(), None).to_dict("records")
-        if aa:
-            threshold, source = aa_spread(pairs(*aa)), f"the A/A spread of {aa[0]}:{aa[1]}"
-        elif args.threshold:
-            threshold, source = parse_bound(args.threshold), "--threshold"
-        else:
-            threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
-    except (ValueError, DataError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+
+def _screens(args):
+    """(the runs by id, the two screens' cell pairs, the threshold and where it came from); ValueError or
+    DataError on bad input."""
+    from analysis.commands.gate import parse_bound
+    from analysis.data.load import discover_runs, load, sql
+    from analysis.run_report.context import prepare
+
+    if args.processes < 2:
+        raise ValueError("--processes must be at least 2: a confirmation calls changes over processes")
+    roots = [Path(d) for d in (args.data or ["data"])]
+    runs = {r.run_id: r for d in roots for r in discover_runs(d)}
+    aa = args.aa.split(":") if args.aa else []
+    if args.aa and len(aa) != 2:
+        raise ValueError(f"--aa takes two run ids as X:Y (got {args.aa!r})")
+    missing = [x for x in [args.baseline, args.candidate, *aa] if x not in runs]
+    if missing:
+        raise ValueError(f"unknown run(s) {', '.join(missing)}; available: {', '.join(sorted(runs))}")
+    loaded = load([runs[x] for x in dict.fromkeys([args.baseline, args.candidate, *aa])])
+    prepare(loaded)
+
+    def pairs(x: str, y: str) -> list[dict]:
+        df = loaded.con.execute(sql("compare_pairs"), {"baseline": x, "candidate": y}).df()
+        return df.astype(object).where(df.notna(), None).to_dict("records")
+    if aa:
+        threshold, source = aa_spread(pairs(*aa)), f"the A/A spread of {aa[0]}:{aa[1]}"
+    elif args.threshold:
+        threshold, source = parse_bound(args.threshold), "--threshold"
+    else:
+        threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
+    return runs, pairs(args.baseline, args.candidate), threshold, source
+
+
+def _confirm(args, runs: dict, screen_pairs: list[dict], found: list) -> int:
+    """Write the confirmation's preset and run (or print) the collector's command for it."""
     a, b = runs[args.baseline], runs[args.candidate]
-    screen_pairs = pairs(args.baseline, args.candidate)  # read once: the choice, the count and the preset
-    every = moved(screen_pairs, threshold)
+    rows = {r["cell_id"]: r for r in screen_pairs}
+    run_id = args.run or f"{args.baseline}-confirm"
+    out = Path(args.out)
+    preset = out / f"{run_id}.toml"
+    text = confirm_preset(a.manifest, [rows[m.cell_id] for m in found], args.processes)
+    pys = [r.env.get("python_executable") or "python3" for r in (a, b)]
+    cmd = command(preset, run_id, out, pys[0], pys[1], b.manifest.get("protocol") or {})
+    print("confirm with: " + shlex.join(cmd))
+    if args.dry_run:
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    preset.write_text(text)
+    if args.write_only:
+        print(f"wrote {preset} ({len(found)} cell(s)); measure nothing here")
+        return 0
+    return subprocess.call(cmd, cwd=Path(__file__).resolve().parents[2])
+
+
+def main(argv: list[str]) -> int:
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends the listing quietly, no traceback
+
+    from analysis.data.load import DataError
+
+    args = parse_args(argv)
     try:
+        runs, screen_pairs, threshold, source = _screens(args)  # the pairs read once: choice, count, preset
+        every = moved(screen_pairs, threshold)
         found = narrow(every, [x.strip() for x in args.cells.split(",") if x.strip()] if args.cells else None,
                        args.max_cells)
-    except ValueError as exc:
+    except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     screened = len(changes(screen_pairs))
@@ -203,20 +232,4 @@ def main(argv: list[str]) -> int:
     if not found:
         print("nothing to confirm")
         return 0
-    rows = {r["cell_id"]: r for r in screen_pairs}
-    run_id = args.run or f"{args.baseline}-confirm"
-    out = Path(args.out)
-    preset = out / f"{run_id}.toml"
-    cells = [rows[m.cell_id] for m in found]
-    text = confirm_preset(a.manifest, cells, args.processes)
-    pys = [r.env.get("python_executable") or "python3" for r in (a, b)]
-    cmd = command(preset, run_id, out, pys[0], pys[1], b.manifest.get("protocol") or {})
-    print("confirm with: " + shlex.join(cmd))
-    if args.dry_run:
-        return 0
-    out.mkdir(parents=True, exist_ok=True)
-    preset.write_text(text)
-    if args.write_only:
-        print(f"wrote {preset} ({len(found)} cell(s)); measure nothing here")
-        return 0
-    return subprocess.call(cmd, cwd=Path(__file__).resolve().parents[2])
+    return _confirm(args, runs, screen_pairs, found)

@@ -20,7 +20,8 @@ import duckdb
 
 from analysis.data import bad_samples
 from collector.record.compact import COMPACT, fingerprint, read_index
-from collector.record.contract import cell_id_of, upgrade_manifest
+from collector.record import manifest as manifest_record
+from collector.record.contract import cell_id_of
 from collector.record.schema import COLUMNS, SCHEMA_VERSION, columns_of, regular
 
 KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -45,6 +46,14 @@ class Run:
     @property
     def env(self) -> dict:
         return self.manifest.get("environment", {})
+
+    @property
+    def record(self) -> "manifest_record.RunManifest | None":
+        """The manifest as typed fields (the protocol as a Protocol), where it is valid."""
+        try:
+            return manifest_record.RunManifest.from_json(self.manifest)
+        except (ValueError, TypeError):
+            return None
 
     @property
     def files(self) -> list[Path]:
@@ -94,37 +103,26 @@ def sql(name: str) -> str:
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
-# manifest keys the reports read, with the type each must have
-_MANIFEST_TYPES = {"environment": dict, "protocol": dict, "sessions": list, "preset": str, "description": str,
-                   "merged_from": list}
-
-
 def read_manifest(path: Path) -> tuple[dict, list[tuple[str, str]]]:
-    """run.json as a dict and its problems; an unreadable or malformed manifest is an empty one
-    (the run's cells are still reported) and a problem naming the file."""
+    """run.json as a dict and its problems, by the record layer's one reader and rule
+    (collector.record.manifest): an unreadable manifest is an empty one, and a field that breaks
+    run.json's schema is left out; the run's cells are still reported, and each problem names the file."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return {}, [(str(path), f"unreadable run manifest ({type(exc).__name__}: {str(exc)[:200]}); "
-                                 "the run is reported without its environment and sessions")]
-    if not isinstance(data, dict):
-        return {}, [(str(path), f"run manifest is a JSON {type(data).__name__}, not an object; "
-                                 "the run is reported without its environment and sessions")]
-    problems = []
-    for key, kind in _MANIFEST_TYPES.items():
-        if key in data and not isinstance(data[key], kind):
-            problems.append((str(path), f"run manifest field {key!r} is a {type(data[key]).__name__}, "
-                                        f"not a {kind.__name__}; left out"))
-            data = {k: v for k, v in data.items() if k != key}
-    if isinstance(data.get("sessions"), list):
-        data["sessions"] = [x for x in data["sessions"] if isinstance(x, dict)]
-    if isinstance(data.get("environment"), dict) and not all(isinstance(k, str) for k in data["environment"]):
-        data["environment"] = {}
-    name = path.parent.name
+        data, found = manifest_record.read(path)
+    except manifest_record.Unreadable as exc:
+        return {}, [(str(path), f"run manifest {exc}; the run is reported without its environment and sessions")]
+    problems, name = [], path.parent.name
     if data.get("run_id") not in (None, name):
         problems.append((str(path), f"run manifest names run {str(data.get('run_id'))[:100]!r}; this report "
                                     f"uses the folder's name {name!r} (a run is its folder)"))
-    return upgrade_manifest(data), problems
+    for breach in found:  # '$.protocol.blocks: ...', '$: unexpected 'x'', '$: missing 'environment''
+        head = breach.split(":", 1)[0]
+        key = head[2:].split(".")[0].split("[")[0] if head.startswith("$.") else None
+        if key is None and "unexpected '" in breach:
+            key = breach.split("unexpected '", 1)[1].rstrip("'")
+        problems.append((str(path), f"run manifest: {breach}" + (f"; field {key!r} left out" if key else "")))
+        data.pop(key, None)
+    return data, problems
 
 
 def _manifests(root: Path) -> list[Path]:
@@ -155,11 +153,7 @@ def discover_runs(root: Path) -> list[Run]:
         manifests = sorted(_manifests(root))
     runs = []
     for m in manifests:
-        if not regular(m):  # never opened (a FIFO would block the reader); the other runs are reported
-            manifest, problems = {}, [(str(m), f"run manifest is not a regular file ({_kind(m)}): not read; "
-                                               "the run is reported without its environment and sessions")]
-        else:
-            manifest, problems = read_manifest(m)
+        manifest, problems = read_manifest(m)  # a FIFO is never opened; the other runs are reported
         runs.append(Run(m.parent.name, m.parent, manifest, tuple(problems)))
     return runs
 

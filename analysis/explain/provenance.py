@@ -105,4 +105,10 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
                      "compiled cell"
                      + ("; with TORCH_LOGS the compiles also write their logs, which can lengthen the first "
                         "calls, not the timed steps" if "TORCH_LOGS=" in settings else "") + ".")
-    return notes
+    return notes + _session_notes(sessions)
+
+
+def _session_notes(sessions: list) -> list[str]:
+    """What the person collecting wrote down with each session (--note, NOTE=)."""
+    return [f"Noted with the session started {s.get('started_at') or '(time not recorded)'}: {s['note'].strip()[:500]}"
+            for s in sessions if isinstance(s.get("note"), str) and s["note"].strip()]

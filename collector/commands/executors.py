@@ -50,6 +50,7 @@ class Request:
     stop_after_s: float | None = None
     plant_on: list[str] | None = None
     dry_run: bool = False
+    note: str | None = None  # --note: kept with the session in run.json
     slurm: dict = field(default_factory=dict)  # partition, account, constraint, time_min, parallelism, allow_mixed
 
     def matrix(self, preset: str | None = None) -> mx.Matrix:
@@ -214,7 +215,7 @@ class LocalExecutor:
                 m = without_plants(matrix)
             launcher = (ForkLauncher(path, device=e["device"]) if req.launcher == "fork"
                         else SubprocessLauncher(path))
-            targets.append(Target(m, e, run_id, launcher, label=label))
+            targets.append(Target(m, e, run_id, launcher, label=label, note=req.note))
         for run_dir in collect_targets(targets, req.out, workers=workers, retry_failed=req.retry_failed,
                                        stop_after_s=req.stop_after_s):
             print(f"done: {run_dir}  (make report renders it)")
@@ -259,7 +260,7 @@ class SlurmExecutor:
         run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),
                          allow_mixed=opts.get("allow_mixed", False), resubmit_failed=req.retry_failed,
-                         python=python, settings=settings, launcher=req.launcher)
+                         python=python, settings=settings, launcher=req.launcher, note=req.note)
         return 0
 
 

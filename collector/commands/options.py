@@ -13,6 +13,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from collector import models
 from collector.plan import matrix as mx
@@ -134,6 +135,9 @@ RUN = (
            "imported torch, Dynamo and Inductor once (default; saves ~8-10 s a process) or exec a fresh "
            "interpreter", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec"),
     Option("--dry-run", "dry_run", None, "validate and list the cells, measure nothing", "switch", default=False),
+    Option("--note", "note", "NOTE", "a line kept with this command's session in run.json (what was special about "
+           "the machine or the run: a driver update, another job beside it); the run report lists it",
+           metavar="TEXT"),
 )
 
 SLURM_OPTIONS = (
@@ -205,5 +209,42 @@ def reference_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # python -m collector.commands.options: the table docs/options.md holds
-    print(reference_table(), end="")
+# passed by the Makefile by hand: PRESET and RUNS always (their defaults are the Makefile's), the
+# interpreters from PYTHONS or PYTHON
+BY_HAND = ("PRESET", "RUNS", "PYTHONS")
+MAKE_FRAGMENT = Path(__file__).with_name("options.mk")
+
+
+def _make_arg(o: Option) -> str:
+    if o.switch:
+        return f"$(if $(call on,$({o.make})),{o.cli})"
+    if o.kind == "append":
+        return f'$(foreach a,$({o.make}),{o.cli} "$(a)")'
+    return f"$(call opt,{o.cli},$({o.make}))"
+
+
+def make_fragment() -> str:
+    """collector/commands/options.mk, which the Makefile includes: every collect variable (for its check
+    of unknown variables and for `make help`) and the options they pass."""
+    made = [o for o in all_options() if o.make]
+    names = " ".join(o.make for o in made)
+    args = " \\\n  ".join(_make_arg(o) for o in made if o.make not in BY_HAND)
+    return ("# Written by `python -m collector.commands.options --write` from collector/commands/options.py;\n"
+            "# tests/test_options.py fails when it is stale. The Makefile includes it.\n"
+            f"COLLECT_VARS := {names}\n"
+            f"COLLECT_OPTION_ARGS = {args}\n")
+
+
+if __name__ == "__main__":  # python -m collector.commands.options [--write]: the docs' table; --write: the files
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        MAKE_FRAGMENT.write_text(make_fragment())
+        docs = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+        text = docs.read_text()
+        start = text.index("| variable | option | executors | what it does |")
+        end = text.index("\n\n", start) + 1
+        docs.write_text(text[:start] + reference_table() + text[end:])
+        print(f"wrote {MAKE_FRAGMENT} and the table in {docs}")
+    else:
+        print(reference_table(), end="")

@@ -58,6 +58,7 @@ class Target:
     run_id: str
     launcher: Launcher
     label: str = ""
+    note: str | None = None  # --note: kept with this session in run.json
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     stack.enter_context(run_lock(run_dir))
     try:
         store.sweep_temporaries()
-        manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env)
+        manifest = prepare_run(run_dir, t.run_id, t.matrix, t.env, note=t.note)
         manifest["sessions"][-1]["workers"] = [asdict(w) for w in workers]
         saved = store.set_aside_bad(out)
     except OSError as exc:  # a disk that filled up or turned read-only before the first cell

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from collector.record import schema
 from collector.record import comparable
-from collector.record.contract import pid_alive, upgrade_manifest
+from collector.record import manifest as manifest_record
+from collector.record.contract import pid_alive
 from collector.plan.matrix import Matrix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -86,32 +87,29 @@ class ManifestError(ValueError):
 
 
 def read_run_manifest(path: Path) -> dict:
-    """An existing run.json, upgraded (collector.record.contract.upgrade_manifest); ManifestError naming
-    the file and what is wrong (not a regular file, not JSON, not an object, a missing or mistyped key)."""
-    if not schema.regular(path):  # a FIFO would block this read forever, SIGTERM and SIGINT included
-        raise ManifestError(f"{path} is not a regular file (a FIFO, a socket or a folder); a run's run.json is "
-                            "a JSON file: remove it, or use another run id")
+    """An existing run.json, upgraded, by the record layer's one reader (collector.record.manifest);
+    ManifestError naming the file and what is wrong (not a regular file, not JSON, not an object, a
+    breach of run.json's schema)."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ManifestError(f"{path} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); fix or "
-                            "remove it (the cell files beside it are kept), or use another run id") from None
-    if not isinstance(data, dict):
-        raise ManifestError(f"{path} holds a JSON {type(data).__name__}, not an object; use another run id")
-    for key, kind in (("environment", dict), ("sessions", list)):
-        if not isinstance(data.get(key), kind):
-            raise ManifestError(f"{path} has no {key!r} {kind.__name__} (a hand-edited or foreign file?); "
-                                "restore it or use another run id")
-    return upgrade_manifest(data)
+        data, found = manifest_record.read(path)
+    except manifest_record.Unreadable as exc:
+        hint = ("a run's run.json is a JSON file: remove it, or use another run id" if "regular file" in str(exc) else
+                "fix or remove it (the cell files beside it are kept), or use another run id")
+        raise ManifestError(f"{path} {exc}; {hint}") from None
+    if found:
+        raise ManifestError(f"{path} does not meet run.json's schema (collector/record/run.schema.json): "
+                            f"{'; '.join(found[:3])} (a hand-edited or foreign file, or a newer collector's?); "
+                            "restore it or use another run id")
+    return data
 
 
-def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict) -> dict:
+def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict, note: str | None = None) -> dict:
     """Create or reopen run.json; refuse to mix environments. Returns the manifest."""
     manifest_path = run_dir / "run.json"
     session = {"started_at": _now(), "hostname": env.get("hostname"), "boot_id": env.get("boot_id"),
                "preset": matrix.preset,
                "project_git_sha": _project_sha(), "collector_source_sha1": source_fingerprint(),
-               "cells_in_matrix": len(matrix.cells)}
+               "cells_in_matrix": len(matrix.cells), **({"note": note} if note else {})}
     if manifest_path.exists():
         manifest = read_run_manifest(manifest_path)
         differ = comparable.differences(manifest, {"environment": env, "protocol": asdict(matrix.protocol)},

@@ -270,6 +270,12 @@ def serve(sock: socket.socket) -> None:
         _send(sock, {"ready": False, "why": why, "modules": names, "cuda_failed": why.startswith(CUDA_FAILED)})
         return
     _send(sock, {"ready": True, "import_s": import_s, "pid": os.getpid(), "modules": names})
+    _serve_requests(sock, parent_env)
+
+
+def _serve_requests(sock: socket.socket, parent_env: dict) -> None:
+    """Fork one child a request, with the request's output pipe, until the launcher closes the channel;
+    a request whose environment differs from the parent's is refused, naming the variables."""
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 1)

@@ -6,12 +6,12 @@ process is started or any file is written.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, field, make_dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
 from collector.record import contract
-from collector.record.settings import SETTINGS, Setting  # noqa: F401 (mx.SETTINGS for the CLI and tests)
+from collector.record.settings import SETTINGS, Protocol, Setting  # noqa: F401 (mx.SETTINGS, mx.Protocol for callers)
 
 from collector import models, modes
 
@@ -61,9 +61,6 @@ class Cell:
         return f"{self.model} {self.phase} {self.dtype} bs={self.batch_size} {self.mode}{dyn} ({self.compile_scope})"
 
 
-Protocol = make_dataclass("Protocol", [(x.name, x.kind, field(default=x.default)) for x in SETTINGS], frozen=True)
-Protocol.__doc__ = "How each cell is measured; stored with the run (fields: SETTINGS, declared once)."
-Protocol.__module__ = __name__
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ the one comparability rule (collector.record.comparable) are derived from this t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,7 @@ SETTINGS = (
 MUST_MATCH = tuple(s.name for s in SETTINGS if s.must_match)
 # what a run made before a protocol key existed did: the one place old run.json files are upgraded
 BEFORE = {s.name: s.before for s in SETTINGS if s.before is not None}
+
+Protocol = make_dataclass("Protocol", [(x.name, x.kind, field(default=x.default)) for x in SETTINGS], frozen=True)
+Protocol.__doc__ = "How each cell is measured; stored with the run (fields: SETTINGS, declared once)."
+Protocol.__module__ = __name__

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from collector.host.store import RunStore
+from collector.host.store import RunStore, read_run_manifest
 
 SUBMISSIONS = "submissions.json"
 STOPPED = ".stopped"  # logs/<cell>.stopped: why the scheduler stopped a task before its row
@@ -173,7 +173,7 @@ def status(run_dir: Path, states, accounting=None) -> dict:
     submitted, plus counts and an ETA. `states(job_ids)` is the scheduler's live view (squeue),
     `accounting(job_ids)` its record of finished jobs (sacct_states; None: none)."""
     run_dir = Path(run_dir)
-    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest = read_run_manifest(run_dir / "run.json")  # the one reader: a FIFO or a foreign file is refused
     store = RunStore(run_dir)
     subs = submissions(run_dir)
     known = subs["cells"]

@@ -35,7 +35,7 @@ from collector.slurm.status import SUBMISSIONS, arrays_of, format_status, schedu
 from collector.slurm.task import CellJob, run_cell_job
 from collector.slurm.status import submissions as _submissions
 from collector.record import comparable
-from collector.host.store import RunStore
+from collector.host.store import RunStore, read_run_manifest
 
 ENV_KEYS = comparable.environment_keys(comparable.JOIN)  # what a node must share with the run
 
@@ -177,7 +177,8 @@ def _write_submissions(run_dir: Path, data: dict) -> None:
 
 def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None,
                allow_mixed: bool = False, resubmit_failed: bool = False, python: str = sys.executable,
-               settings: SlurmSettings | None = None, launcher: str = CellJob.launcher) -> Path:
+               settings: SlurmSettings | None = None, launcher: str = CellJob.launcher,
+               note: str | None = None) -> Path:
     """Queue every cell of `matrix` that has no row and no live job; returns the run folder.
     The run's manifest is prepared as for a local run (one environment per run, the protocol)."""
     from collector.host.store import (RETRYABLE, RunError, check_run_id, left_to_measure, prepare_run, run_lock,
@@ -191,7 +192,7 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
     except OSError as exc:
         raise RunError(f"cannot write to {run_dir}: {exc.strerror or exc}") from None
     with run_lock(run_dir):  # one submitter at a time (on the submitting host)
-        manifest = prepare_run(run_dir, run_id, matrix, env)
+        manifest = prepare_run(run_dir, run_id, matrix, env, note=note)
         subs = _submissions(run_dir)
         known = subs["cells"]
         # the claims' own job ids too: a claim of another submitter's live task is not stale
@@ -224,20 +225,27 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
         entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name}
         ids = _submit_or_cancel(executor, jobs, folder, name, run_dir, subs, entry, out)
         subs["submissions"].append({**entry, "arrays": arrays_of(ids)})
-        for c, job_id in zip(todo, ids):
-            before = known.get(c.cell_id, {})
-            attempts = before.get("attempts") or ([before["job_id"]] if before.get("job_id") else [])
-            known[c.cell_id] = {"job_id": job_id, "submission": n, "attempts": attempts + [job_id]}
+        _remember(known, todo, ids, n)
         _write_submissions(run_dir, subs)
         manifest["sessions"][-1].update(executor="slurm", submitted_cells=len(todo), submission=n,
                                         slurm_arrays=subs["submissions"][-1]["arrays"])
         _write_json(run_dir / "run.json", manifest)
     print(f"run {run_id}: submitted {len(todo)} cell(s) as SLURM job(s) {_span(ids)} "
-          f"({len(saved)} already saved); this command can exit now.\n"
-          f"  progress: make collect-status RUN={run_id}   (python -m collector.slurm.submit status {run_dir})\n"
-          f"  lost tasks (cancelled, preempted, timed out): the same status command with RESUBMIT=1",
+          f"({len(saved)} already saved); this command can exit now.\n{_FOLLOW_UP.format(run_id=run_id, run_dir=run_dir)}",
           file=out, flush=True)
     return run_dir
+
+
+_FOLLOW_UP = ("  progress: make collect-status RUN={run_id}   (python -m collector.slurm.submit status {run_dir})\n"
+              "  lost tasks (cancelled, preempted, timed out): the same status command with RESUBMIT=1")
+
+
+def _remember(known: dict, todo: list, ids: list, n: int) -> None:
+    """Each submitted cell's job id, submission and every job that has tried it (submissions.json)."""
+    for c, job_id in zip(todo, ids):
+        before = known.get(c.cell_id, {})
+        attempts = before.get("attempts") or ([before["job_id"]] if before.get("job_id") else [])
+        known[c.cell_id] = {"job_id": job_id, "submission": n, "attempts": attempts + [job_id]}
 
 
 def _next_submission(run_dir: Path, subs: dict) -> int:
@@ -326,7 +334,7 @@ def main(argv=None) -> int:
         from collector.plan.matrix import Matrix
         from collector.host.store import RunError
 
-        manifest = json.loads((run_dir / "run.json").read_text())
+        manifest = read_run_manifest(run_dir / "run.json")
         matrix = Matrix.from_json(saved["matrix"])
         try:
             submit_run(matrix, manifest["environment"], run_dir.parent, manifest["run_id"], ex,
