@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             shard=shard.parse(args.shard) if args.shard else None, cells=args.cells, device=args.device,
             gpus=args.gpus, launcher=args.launcher, retry_failed=args.retry_failed, stop_after_s=args.stop_after,
             plant_on=args.plant_on, dry_run=args.dry_run, note=args.note,
-            slurm={"partition": args.slurm_partition, "account": args.slurm_account,
-                   "constraint": args.slurm_constraint, "time_min": args.slurm_time,
-                   "parallelism": args.slurm_parallelism, "allow_mixed": args.allow_mixed,
-                   "cpus": args.slurm_cpus, "gpus": args.slurm_gpus, "mem": args.slurm_mem, "qos": args.slurm_qos,
-                   "exclusive": args.slurm_exclusive, "args": args.slurm_args, "profile": args.site_profile})
+            slurm=executors.SlurmOptions(
+                partition=args.slurm_partition, account=args.slurm_account, constraint=args.slurm_constraint,
+                time_min=args.slurm_time, parallelism=args.slurm_parallelism, allow_mixed=args.allow_mixed,
+                cpus=args.slurm_cpus, gpus=args.slurm_gpus, mem=args.slurm_mem, qos=args.slurm_qos,
+                exclusive=args.slurm_exclusive, args=tuple(args.slurm_args), profile=args.site_profile))
         if args.executor != "local":  # SLURM tasks inherit the submitter's environment: no TMPDIR of ours
             return executors.EXECUTORS[args.executor]().execute(req)
         with scratch.session():  # every temporary file of this collect, removed at exit (swept after a kill)

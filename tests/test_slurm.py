@@ -741,7 +741,7 @@ def test_a_shard_submitted_to_slurm_writes_to_its_shard_folder(tmp_path, monkeyp
     monkeypatch.setattr(executors, "_submit_env", lambda python, device: dict(ENV))
     monkeypatch.setattr(slurm, "submit_run", lambda matrix, env, out, run_id, *a, **k: seen.update(run_id=run_id))
     req = executors.Request(preset="smoke", overrides={"models": ["mlp"]}, pythons=[(None, sys.executable)],
-                            out=tmp_path, run_id="ss", shard=(1, 2), slurm={"time_min": 5})
+                            out=tmp_path, run_id="ss", shard=(1, 2), slurm=executors.SlurmOptions(time_min=5))
     assert executors.SlurmExecutor().execute(req) == 0 and seen["run_id"] == "ss-shard1of2"
 
 

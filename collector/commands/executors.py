@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol as TypingProtocol
 
@@ -30,6 +30,30 @@ from collector.host.launch import ForkLauncher, SubprocessLauncher
 from collector.host.runner import Target, collect_targets
 from collector.host.store import RunError, RunStore, check_run_id, default_run_id, left_to_measure
 from collector.host.workers import plan_workers
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """The --slurm-* options of one collect (collector/commands/options.py), before the site profile
+    (--site-profile) fills what the command line left out."""
+
+    partition: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    time_min: int | None = None
+    parallelism: int | None = None
+    allow_mixed: bool = False
+    cpus: int | None = None
+    gpus: int | None = None
+    mem: str | None = None
+    qos: str | None = None
+    exclusive: bool = False
+    args: tuple[str, ...] = ()
+    profile: str | None = None
+
+    def as_dict(self) -> dict:
+        """As collector.slurm.site_profile.with_profile takes them (the sbatch options a list)."""
+        return {**asdict(self), "args": list(self.args)}
 
 
 @dataclass
@@ -51,7 +75,7 @@ class Request:
     plant_on: list[str] | None = None
     dry_run: bool = False
     note: str | None = None  # --note: kept with the session in run.json
-    slurm: dict = field(default_factory=dict)  # partition, account, constraint, time_min, parallelism, allow_mixed
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
 
     def matrix(self, preset: str | None = None) -> mx.Matrix:
         """The matrix, narrowed to --cells and the shard; bad input fails here (MatrixError)."""
@@ -255,7 +279,7 @@ class SlurmExecutor:
         python = req.pythons[0][1]
         env = _submit_env(python, req.device or matrix.device)
         check_in(python, [c.model for c in matrix.cells])
-        opts = slurm.with_profile(req.slurm)
+        opts = slurm.with_profile(req.slurm.as_dict())
         settings = slurm.settings_from(opts, env["device"])
         run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),
