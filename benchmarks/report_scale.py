@@ -1,4 +1,5 @@
-"""How long `make report` takes over 10,000 cells (target: under 10 s on a 2-core machine).
+"""How long `make report` takes over 10,000 cells (target: under 15 s on a 2-core machine) and 100,000
+(`--cells 100000`; target: under 2 minutes; docs/performance.md has both figures).
 
     python benchmarks/report_scale.py [--cells 10000] [--keep DIR]
 
