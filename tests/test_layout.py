@@ -174,3 +174,19 @@ def test_no_function_of_the_collector_or_the_analysis_passes_60_lines():
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
                     long[f"{f.relative_to(ROOT)}:{node.lineno} {node.name}"] = node.end_lineno - node.lineno + 1
     assert long == {}
+
+
+def test_the_report_models_name_what_their_fields_hold():
+    """Typed records across the hand-offs: the run and comparison reports' fields say what they hold
+    (no bare `list` or `dict`), and run.json's record types its protocol."""
+    import typing
+
+    from analysis.compare_report.compare import CompareReport
+    from analysis.run_report.context import RunReport
+    from collector.record.manifest import RunManifest
+    from collector.record.settings import Protocol
+
+    for model in (RunReport, CompareReport, RunManifest):
+        bare = {k: v for k, v in typing.get_type_hints(model).items() if v in (list, dict, tuple)}
+        assert bare == {}, model.__name__
+    assert typing.get_type_hints(RunManifest)["protocol"] is Protocol

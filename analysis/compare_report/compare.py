@@ -27,7 +27,7 @@ from analysis.stats import estimates as est
 from analysis.stats import core as stats
 from analysis.run_report import suites
 
-from analysis.run_report.context import ENV_FIELDS
+from analysis.run_report.context import ENV_FIELDS, Chart
 from analysis.stats.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
 from analysis.data.load import DataError, Loaded, Run, sql
 from collector.record import comparable
@@ -121,20 +121,20 @@ class CompareReport:
     trend: list[tuple[str, list[str]]]
     skipped_files: list[tuple[str, str]]
     flagged_cells: list[tuple[str, str]]  # cells whose samples were partly left out (load.py)
-    diag_changes: list = field(default_factory=list)  # (label, what changed, reasons new in B)
+    diag_changes: list[tuple[str, str, str]] = field(default_factory=list)  # (label, what changed, reasons new in B)
     diag_known: int = 0  # paired compiled cells with diagnostics on both sides
-    charts: dict = field(default_factory=dict)
-    chart_rows: dict = field(default_factory=dict)
-    verdict: list = field(default_factory=list)  # the answer first: one line per quantity
-    caveats: list = field(default_factory=list)  # what limits the answer (machines, builds, launch-bound)
+    charts: dict[str, Chart] = field(default_factory=dict)  # key -> the PNG written beside the report
+    chart_rows: dict[str, list] = field(default_factory=dict)  # what the charts and estimates.json draw on
+    verdict: list[str] = field(default_factory=list)  # the answer first: one line per quantity
+    caveats: list[str] = field(default_factory=list)  # what limits the answer (machines, builds, launch-bound)
     subtitle: str = ""  # versions, builds and device in words
-    trend_cells: list = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
-    repeat_pairs: list = field(default_factory=list)  # repeats.RepeatPair: this pair first, then --repeat's
-    repeat_rows: list = field(default_factory=list)  # repeats.RepeatRow per change called in any pair
-    kernel_rows: list = field(default_factory=list)  # kernels.PairRow per side of cells profiled in both runs
-    suites: list = field(default_factory=list)  # suites.SuiteChange per suite, phase and mode (real-model runs)
-    newly_failing: list = field(default_factory=list)  # suites.StatusChange: ok in A, failed in B
-    newly_passing: list = field(default_factory=list)  # suites.StatusChange: failed in A, ok in B
+    trend_cells: list[tuple[str, list[str]]] = field(default_factory=list)  # (label, [per-run text]) per cell, 3+ runs
+    repeat_pairs: list[repeats.RepeatPair] = field(default_factory=list)  # this pair first, then --repeat's
+    repeat_rows: list[repeats.RepeatRow] = field(default_factory=list)  # per change called in any pair
+    kernel_rows: list[kernels.PairRow] = field(default_factory=list)  # per side of cells profiled in both runs
+    suites: list[suites.SuiteChange] = field(default_factory=list)  # per suite, phase and mode (real-model runs)
+    newly_failing: list[suites.StatusChange] = field(default_factory=list)  # ok in A, failed in B
+    newly_passing: list[suites.StatusChange] = field(default_factory=list)  # failed in A, ok in B
 
 
 def _env_value(v) -> str:

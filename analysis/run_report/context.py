@@ -67,19 +67,19 @@ class RunReport:
     environment: list[tuple[str, str]]
     protocol: list[tuple[str, str]]
     notes: list[str]
-    reasons: list = field(default_factory=list)
+    reasons: list[why.ReasonRow] = field(default_factory=list)
     reasons_summary: str = ""
     reasons_known: bool = False
-    efficiency: list = field(default_factory=list)
-    splits: list = field(default_factory=list)
-    split_stages: list = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
+    efficiency: list[why.EfficiencyRow] = field(default_factory=list)
+    splits: list[why.SplitRow] = field(default_factory=list)
+    split_stages: list[str] = field(default_factory=lambda: [name for _, name in why.SPLIT_STAGES])
     peak_line: str = ""
-    sweeps: list = field(default_factory=list)
-    kernels: list = field(default_factory=list)  # analysis.explain.kernels.RunRow per profiled cell and side
+    sweeps: list[why.SweepRow] = field(default_factory=list)
+    kernels: list[kernels.RunRow] = field(default_factory=list)  # per profiled cell and side
     charts: dict[str, Chart] = field(default_factory=dict)
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
     verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
-    meta: dict = field(default_factory=dict)  # what estimates.json says of the run (torch, device, preset, ...)
+    meta: dict[str, object] = field(default_factory=dict)  # what estimates.json says of the run (torch, device, preset, ...)
 
 
 

@@ -110,17 +110,17 @@ class RunManifest:
     """A valid run.json as typed fields: the protocol as the collector's Protocol (every setting with its
     type), sessions and environment as recorded."""
 
-    environment: dict
+    environment: dict[str, object]
     protocol: Protocol
-    sessions: tuple
+    sessions: tuple[dict[str, object], ...]
     run_id: str | None = None
     schema_version: int | None = None
     preset: str | None = None
     description: str | None = None
-    matrices: tuple = ()
-    interleaved_with: tuple = ()
-    merged_from: tuple = ()
-    mixed: tuple = ()
+    matrices: tuple[str, ...] = ()
+    interleaved_with: tuple[str, ...] = ()
+    merged_from: tuple[str, ...] = ()
+    mixed: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict) -> "RunManifest":
