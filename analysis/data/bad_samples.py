@@ -16,7 +16,7 @@ def flagged_caveat(flagged: list) -> list[str]:
 def leave_out(con) -> list[tuple[str, str]]:
     """A step-time sample that is not a finite positive time (NaN, inf, zero or negative: a broken
     timer or a corrupt file, never a measurement) becomes NULL in place, so every process and block
-    keeps its position; medians and quantiles (SQL and stats.py) leave NULLs out. Returns (cell file,
+    keeps its position; medians and quantiles (SQL and analysis/stats/core.py) leave NULLs out. Returns (cell file,
     what was left out) for each such cell: the report names them, and the rest is reported."""
     counts = ", ".join(f"list_filter({c}, lambda x: {_BAD}) AS bad_{i}, len({c}) AS n_{i}"
                        for i, c in enumerate(SAMPLE_COLUMNS))

@@ -122,7 +122,7 @@ def autotune_processes(rec: dict | None) -> list[dict | None] | None:
                      for x in rec["replicates"]]
 
 
-NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (slurm_task.py)
+NODE_JOBS = ".node-jobs.json"  # logs/<cell>.node-jobs.json: other SLURM jobs on a cell's node (collector/slurm/task.py)
 # protocol keys added after runs were first collected, with the value every run made before had:
 # the one place old run.json files are upgraded (upgrade_manifest), for the collector resuming a
 # run and for the analysis reading one
