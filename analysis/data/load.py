@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from analysis.data import bad_samples
 from collector.record.compact import COMPACT, fingerprint, read_index
 from collector.record import manifest as manifest_record
 from collector.record.contract import cell_id_of
-from collector.record.schema import COLUMNS, SCHEMA_VERSION, columns_of, regular
+from collector.record.schema import COLUMNS, SCHEMA_VERSION, columns_of, file_kind, regular
 
 KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
 _STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
@@ -63,17 +62,8 @@ class Run:
 
     @property
     def irregular(self) -> list[tuple[str, str]]:
-        return [(str(p), f"not a regular file ({_kind(p)}): left out") for p in
+        return [(str(p), f"not a regular file ({file_kind(p)}): left out") for p in
                 sorted((self.path / "cells").glob("*.parquet")) if not regular(p)]
-
-
-def _kind(path: Path) -> str:
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        return f"unreadable: {exc.strerror}"
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
 
 
 @dataclass

@@ -12,12 +12,12 @@ had before it). No torch.
 from __future__ import annotations
 
 import json
-import stat
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from collector.record.contract import upgrade_manifest
 from collector.record.jsonschema import errors
+from collector.record.schema import file_kind
 from collector.record.settings import SETTINGS, Protocol
 
 SCHEMA_FILE = Path(__file__).with_name("run.schema.json")
@@ -73,18 +73,6 @@ def problems(data) -> list[str]:
     return errors(data, SCHEMA)
 
 
-def _kind(path: Path) -> str | None:
-    """None for a regular file; else what it is (a FIFO would block whoever reads it)."""
-    try:
-        mode = Path(path).stat().st_mode
-    except OSError as exc:
-        return f"unreadable: {exc.strerror}"
-    if stat.S_ISREG(mode):
-        return None
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a file")
-
-
 class Unreadable(ValueError):
     """run.json cannot be read as a JSON object at all; the message says why (without the path)."""
 
@@ -92,8 +80,8 @@ class Unreadable(ValueError):
 def read(path: Path) -> tuple[dict, list[str]]:
     """(run.json upgraded, the ways it breaks SCHEMA); Unreadable when it is not a regular file, not
     UTF-8 JSON or not an object. The one reader of the collector, the merge and the report."""
-    kind = _kind(path)
-    if kind:
+    kind = file_kind(path)
+    if kind != "a regular file":
         raise Unreadable(f"is not a regular file ({kind})")
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))

@@ -177,6 +177,18 @@ def regular(path: Path) -> bool:
         return False
 
 
+def file_kind(path: Path) -> str:
+    """What a path that is not a regular file is, in words ('a FIFO', 'a folder', ...), judged without
+    opening it; 'a regular file' for one."""
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return ("a regular file" if stat.S_ISREG(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a folder" if stat.S_ISDIR(mode) else "not a file")
+
+
 def breaches(file_schema: pa.Schema) -> str | None:
     """Why a cell file's columns break the contract, as the report judges them (analysis/data/load.py
     `_validate`; tests/test_collector_robustness.py holds the two together): a column of the oldest
