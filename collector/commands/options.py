@@ -135,7 +135,7 @@ RUN = (
            "imported torch, Dynamo and Inductor once (default; saves ~8-10 s a process) or exec a fresh "
            "interpreter", choices=("fork", "exec"), default="fork" if hasattr(os, "fork") else "exec"),
     Option("--dry-run", "dry_run", None, "validate and list the cells, measure nothing", "switch", default=False),
-    Option("--note", "note", "NOTE", "a line kept with this collecting command in run.json, sessions[] (what was special about "
+    Option("--note", "note", "NOTE", "a line kept in run.json with this collecting command's record (what was special about "
            "the machine or the run: a driver update, another job beside it); the run report lists it",
            metavar="TEXT"),
 )
