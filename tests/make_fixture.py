@@ -1,4 +1,6 @@
-"""Writes tests/fixtures/small: a tiny synthetic run with known medians (committed; rerun to refresh).
+"""Writes tests/fixtures/small: a tiny synthetic run with known medians, and tests/fixtures/versions:
+one small run per schema version, each file holding exactly that version's columns (committed;
+rerun to refresh).
 
     python tests/make_fixture.py
 Samples are deterministic (seeded); the statistics tests recompute what they expect from them.
@@ -14,9 +16,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.record.schema import write_row  # noqa: E402
+from collector.record.schema import SCHEMA_VERSION, arrow_schema, columns_of, make_row, write_row  # noqa: E402
 
 OUT = Path(__file__).parent / "fixtures" / "small"
+VERSIONS = Path(__file__).parent / "fixtures" / "versions"
 RUN_ID = "fixture-small"
 ENV = {"device": "cuda", "device_name": "Test GPU", "gpu_name": "Test GPU", "torch_version": "2.0.0+test",
        "hostname": "fixture-host", "cpu_model": "Test CPU", "cpu_count": 2, "python": "3.11.0",
@@ -93,6 +96,56 @@ def main() -> None:
                 "sessions": [{"hostname": "fixture-host"}]}
     (OUT / RUN_ID / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     print(f"wrote {OUT}")
+    versions()
+
+
+# the version fixtures' cell: (mode, eager ms, compiled ms); a step of 2 ms eager, 1 ms compiled
+VERSION_CELLS = (("default", 2.0, 1.0),)
+VERSION_BLOCKS, VERSION_SPB = 2, 5
+
+
+def version_row(version: int, mode: str, e_ms: float, c_ms: float | None) -> dict:
+    """One cell as a collector of schema `version` wrote it: only that version's columns; from v5
+    two processes' samples one after the other, before it one process's."""
+    procs = 2 if version >= 5 else 1
+    n = VERSION_BLOCKS * VERSION_SPB * procs
+    row = {"run_id": f"v{version}", "cell_id": f"mlp__infer__float32__bs8__{mode}__model", "model": "mlp",
+           "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": mode, "compile_scope": "model",
+           "tf32": False, "device": "cuda", "device_name": "Test GPU", "torch_version": "2.0.0+test",
+           "hostname": "fixture-host", "status": "ok", "started_at": "2026-01-01T00:00:00+00:00",
+           "cell_wall_s": 10.0, "timing_method": "cuda_event", "blocks": VERSION_BLOCKS,
+           "steps_per_block": VERSION_SPB, "first_call_eager_s": 0.5,
+           "eager_step_ms": [e_ms * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)],
+           "steps_per_sample": 1, "processes": procs}
+    if c_ms is not None:
+        row.update(compiled_step_ms=[c_ms * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)],
+                   first_call_compiled_s=20.0, accuracy_ok=True)
+    full = make_row(row)
+    full["schema_version"] = version
+    return {k: v for k, v in full.items() if k in columns_of(version)}
+
+
+def versions() -> None:
+    """tests/fixtures/versions/v<N>: per schema version, a run of one cell written with that
+    version's columns only (what an older collector left); the report and the collector read each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(VERSIONS, ignore_errors=True)
+    for version in range(1, SCHEMA_VERSION + 1):
+        run = VERSIONS / f"v{version}"
+        (run / "cells").mkdir(parents=True)
+        keep = columns_of(version)
+        schema = pa.schema([f for f in arrow_schema() if f.name in keep])
+        for mode, e_ms, c_ms in VERSION_CELLS:
+            row = version_row(version, mode, e_ms, c_ms)
+            pq.write_table(pa.Table.from_pylist([row], schema=schema), run / "cells" / f"{row['cell_id']}.parquet")
+        manifest = {"run_id": f"v{version}", "schema_version": version, "environment": ENV,
+                    "description": f"a run as a collector of schema version {version} left it", "preset": "fixture",
+                    "protocol": {"blocks": VERSION_BLOCKS, "steps_per_block": VERSION_SPB, "tf32": False},
+                    "sessions": [{"hostname": "fixture-host"}]}
+        (run / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    print(f"wrote {VERSIONS}")
 
 
 if __name__ == "__main__":

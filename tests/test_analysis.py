@@ -162,15 +162,6 @@ def test_cli_renders_and_lists_skipped_files(fixture_copy, tmp_path, capsys):
     assert "available: fixture-small" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
-def test_shipped_example_reads_without_skips():
-    """data/examples holds schema-v1 files (per-step samples): still read, steps_per_sample = 1."""
-    loaded, runs = _loaded(ROOT / "data" / "examples")
-    assert loaded.skipped == []
-    n, k = loaded.con.execute("SELECT count(*), min(steps_per_sample) FROM stats").fetchone()
-    assert n >= 8 and k == 1
-
-
 def test_same_run_id_in_two_folders_is_refused(fixture_copy):
     import shutil
 

@@ -14,6 +14,7 @@ from collector import models
 from collector.child import sides as sides_mod
 from collector.plan.matrix import Protocol
 from dataclasses import asdict
+from collector.record.result import CellResult
 
 TINY = {"mlp": "mlp:d_model=16,hidden=32", "gpt": "gpt:layers=1,d_model=32,heads=2,seq_len=8,vocab=64",
         "moe": "moe:layers=1,d_model=16,hidden=32,experts=4,seq_len=8",
@@ -64,7 +65,7 @@ def test_torchvision_models_say_what_they_need():
         assert models.spec(name).requires == ("torchvision",)
     if models.missing_requirements("resnet18"):
         result = cell.run_cell(_spec("resnet18"))
-        assert result == {"status": "skipped", "error": "needs torchvision (not installed)"}
+        assert result.to_json() == {"status": "skipped", "error": "needs torchvision (not installed)"}
 
 
 def test_rel_l2():
@@ -109,7 +110,7 @@ def test_out_of_memory_is_classified():
 def test_eager_mode_cell_measures_eager_only():
     result = cell.run_cell(_spec(TINY["mlp"], mode="eager"))
     assert result["status"] == "ok"
-    assert len(result["eager_step_ms"]) == 4 and "compiled_step_ms" not in result
+    assert len(result["eager_step_ms"]) == 4 and result["compiled_step_ms"] is None
 
 
 def test_short_steps_are_timed_several_per_sample():
@@ -166,7 +167,7 @@ def test_portable_cache_artifacts_are_saved_and_loaded(tmp_path):
     again = cell.run_cell({**_spec(TINY["mlp"]), "portable_from": str(blob), "kind": "portable"})
     assert again["status"] == "ok"
     assert again["portable_load_s"] >= 0 and again["portable_first_call_compiled_s"] > 0
-    assert "warm_first_call_compiled_s" not in again  # the portable path, not the warm one
+    assert again["warm_first_call_compiled_s"] is None  # the portable path, not the warm one
 
 
 def test_dynamic_setting_reaches_torch_compile(monkeypatch):
@@ -194,7 +195,7 @@ def test_planted_compile_time_lengthens_every_compiled_first_call(monkeypatch):
     planted = cell.run_cell(_spec(TINY["mlp"], plant_compile_ms=1000))
     warm = cell.run_cell({**_spec(TINY["mlp"], plant_compile_ms=1000), "kind": "warm"})
     assert plain["status"] == planted["status"] == warm["status"] == "ok"
-    assert "planted_compile_ms" not in plain and planted["planted_compile_ms"] == 1000.0
+    assert plain["planted_compile_ms"] is None and planted["planted_compile_ms"] == 1000.0
     assert plain["first_call_compiled_s"] < 1.0 <= planted["first_call_compiled_s"]
     assert warm["warm_first_call_compiled_s"] >= 1.0
     assert planted["first_call_eager_s"] < 1.0
@@ -233,7 +234,7 @@ def test_energy_window_reads_the_counter_around_back_to_back_steps():
             Clock.syncs += 1
 
     calls = []
-    result = {}
+    result = CellResult()
     import time as _time
 
     def step():  # a 4 ms step, as timed
@@ -262,7 +263,7 @@ def test_energy_window_lasts_its_full_second_when_steps_run_faster_than_timed():
     def step():
         _time.sleep(0.001)
 
-    result = {}
+    result = CellResult()
     timing._energy_window("eager", step, 4.0, Clock(), Monitor(), result)
     assert result["eager_energy_window_s"] >= timing.ENERGY_WINDOW_S
     assert result["eager_energy_steps"] > 250  # more than the first estimate
@@ -271,7 +272,7 @@ def test_energy_window_lasts_its_full_second_when_steps_run_faster_than_timed():
 
 def test_every_logged_step_saves_the_result_so_far(tmp_path, capsys):
     path = tmp_path / cell.PARTIAL_NAME
-    result = {"first_call_eager_s": 0.5}
+    result = CellResult(first_call_eager_s=0.5)
     cell._partial.update(path=path, result=result)
     try:
         cell.log("eager first call 0.50 s")

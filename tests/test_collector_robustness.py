@@ -185,17 +185,19 @@ def test_resume_measures_again_a_cell_whose_file_is_empty_truncated_or_foreign(t
 
 def test_a_cell_file_the_report_would_refuse_is_measured_again_and_both_sides_judge_alike(tmp_path):
     """A cell file with a column the contract lacks, a column of another type or an unknown schema
-    version used to count as done for the collector (RETRY=1 included) while the report skipped it:
-    the collector now sets it aside and measures it again, and its judgement (collector.record.schema) is
-    the report's (analysis.data.load) on every such file and on the good ones."""
+    version used to count as done for the collector (RETRY=1 included) while the report skipped it,
+    and the two sides judged with two implementations. Now one rule (collector.record.cellfile) judges
+    for both: the collector sets each such file aside with the words the report skips it with, and
+    measures it again; a good file written without column statistics is read, not refused."""
     import pyarrow as pa
 
     from analysis.data.load import discover_runs, load
-    from collector.record import schema
+    from collector.record import cellfile
 
-    m = mx.build_matrix("smoke", {"models": ["mlp"], "processes": 1})
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "batch_sizes": [8, 16], "processes": 1})
     run_dir = collect(m, ENV, tmp_path, "r", OkLauncher(), out=io.StringIO())
     files = sorted((run_dir / "cells").glob("*.parquet"))
+    assert len(files) == 8
     t = pq.read_table(files[0])
     pq.write_table(t.append_column("my_note", pa.array(["x"])), files[0])  # an extra column
     t = pq.read_table(files[1])
@@ -204,14 +206,25 @@ def test_a_cell_file_the_report_would_refuse_is_measured_again_and_both_sides_ju
     t = pq.read_table(files[2])
     i = t.schema.get_field_index("schema_version")
     pq.write_table(t.set_column(i, "schema_version", pa.array([99], pa.int64())), files[2])  # unknown version
+    pq.write_table(pa.concat_tables([pq.read_table(files[3])] * 2), files[3])  # two rows
+    pq.write_table(pq.read_table(files[5]), files[4])  # another cell's row under this name
+    files[5].write_bytes(files[5].read_bytes()[:-40])  # truncated
+    pq.write_table(pq.read_table(files[6]), files[6], write_statistics=False)  # good, no statistics
+    bad = files[:6]
     report = load(discover_runs(tmp_path))
-    refused = {os.path.basename(f) for f, _ in report.skipped}
-    judged = {f.name for f in files if schema.read_saved(f)[0]}
-    assert judged == refused == {f.name for f in files[:3]}, (judged, report.skipped)
+    refused = {os.path.basename(f): why for f, why in report.skipped}
+    judged = {f.name: cellfile.inspect(f).why for f in files if not cellfile.inspect(f).ok}
+    assert judged == refused and set(judged) == {f.name for f in bad}, (judged, report.skipped)
+    assert "my_note" in judged[files[0].name] and "stored as string, not double" in judged[files[1].name]
+    assert "schema version 99" in judged[files[2].name] and "2 rows" in judged[files[3].name]
+    assert "holds cell" in judged[files[4].name] and "unreadable Parquet" in judged[files[5].name]
+    assert cellfile.inspect(files[6]).status == "ok"
     again, out = OkLauncher(), io.StringIO()
     collect(m, ENV, tmp_path, "r", again, out=out)
-    assert len(again.cells) == 3 and out.getvalue().count("measured again") == 3, out.getvalue()
-    assert not [f for f in files if schema.read_saved(f)[0]]
+    assert len(again.cells) == len(bad) and out.getvalue().count("measured again") == len(bad), out.getvalue()
+    for f in bad:
+        assert f"note: {f.name}: {judged[f.name]}; renamed" in out.getvalue()
+    assert not [f for f in files if not cellfile.inspect(f).ok]
 
 
 def test_a_fifo_as_run_json_is_refused_by_the_collector_merge_and_report_without_blocking(tmp_path):
@@ -221,7 +234,7 @@ def test_a_fifo_as_run_json_is_refused_by_the_collector_merge_and_report_without
     the other runs, the bad one with a problem named."""
     (tmp_path / "bad" / "cells").mkdir(parents=True)
     os.mkfifo(tmp_path / "bad" / "run.json")
-    shutil.copytree(ROOT / "data" / "examples" / "ho-h200-a", tmp_path / "good")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "small" / "fixture-small", tmp_path / "good")
     args = ["--preset", "smoke", "--models", "mlp", "--phases", "infer", "--modes", "default", "--out", str(tmp_path)]
     got = subprocess.run([sys.executable, "-m", "collector", *args, "--run-id", "bad"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)

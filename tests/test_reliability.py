@@ -38,20 +38,19 @@ def test_full_disk_at_the_write_is_a_clear_error_and_leaves_no_file(tmp_path, mo
         def run(self, spec, cache_dir, log_path, timeout_s):
             return {"status": "ok"}
 
-    real_write = schema.pq.write_table
+    import pyarrow.parquet as pq
 
     def full_disk(table, where, **kw):
         Path(where).write_bytes(b"PAR1 partial")  # a half-written temporary file, then the failure
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(schema.pq, "write_table", full_disk)
+    monkeypatch.setattr(pq, "write_table", full_disk)  # schema.write_row imports it when it writes
     m = mx.build_matrix("smoke", {"models": ["mlp"]})
     with pytest.raises(RunError, match="cannot write .*No space left on device.*run the same command to resume"):
         collect(m, {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"},
                 tmp_path, "full", Launcher())
     cells = tmp_path / "full" / "cells"
     assert list(cells.iterdir()) == []  # neither a cell file nor the temporary one
-    monkeypatch.setattr(schema.pq, "write_table", real_write)
 
 
 @pytest.mark.slow

@@ -52,8 +52,8 @@ def test_one_file_with_a_text_schema_version_leaves_the_others_alone(fixture_cop
     loaded, n = _count(fixture_copy)
     assert n == len(files) - 2
     reasons = dict(loaded.skipped)
-    assert "column schema_version stored as BYTE_ARRAY, not INT64" in reasons[str(files[0])]
-    assert "column cell_wall_s stored as BYTE_ARRAY, not DOUBLE" in reasons[str(files[1])]
+    assert "column schema_version stored as string, not int64" in reasons[str(files[0])]
+    assert "column cell_wall_s stored as string, not double" in reasons[str(files[1])]
     assert _report(fixture_copy, tmp_path / "r") == 0
     md = (tmp_path / "r" / RUN / "report.md").read_text()
     assert "2 input file(s) were skipped" in md and f"{len(files) - 2} cells" in md

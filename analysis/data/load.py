@@ -1,7 +1,7 @@
 """Find runs, check their Parquet files against the contract, load them into DuckDB.
 
-Every file is checked on its own before any union (readable, this schema's columns with this
-schema's types, a known version, one row, named after its cell): a bad file is reported by
+Every file is checked on its own before any union, by the record layer's one rule (collector/record/cellfile.py:
+readable, this schema's columns with its types, a known version, one row, named after its cell): a bad file is reported by
 name and left out, and never changes how the other files are read; `strict=True` turns bad
 files into an error. A run is its folder: its id is the folder's name (reports are written
 under that name, never under a name read from a file), and an unreadable run.json affects that
@@ -21,10 +21,9 @@ from analysis.data import bad_samples
 from collector.record.compact import COMPACT, fingerprint, read_index
 from collector.record import manifest as manifest_record
 from collector.record.contract import cell_id_of
-from collector.record.schema import COLUMNS, SCHEMA_VERSION, columns_of, file_kind, regular
+from collector.record import cellfile
+from collector.record.schema import SCHEMA_VERSION, file_kind, regular
 
-KNOWN_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))
-_STRUCTURAL = {"schema", "duckdb_schema", "list", "element", "item", "array"}
 SQL_DIR = Path(__file__).parent / "sql"
 
 
@@ -158,111 +157,29 @@ def check_unique(runs: list[Run]) -> None:
         seen[r.run_id] = r.path
 
 
-def _signatures(rows) -> dict[str, dict[str, tuple]]:
-    """Per file, per top-level column: the Parquet types of the column and its nested parts
-    (a list column is a group, then `list`, then `element`), from parquet_schema rows in order."""
-    out: dict[str, dict[str, tuple]] = {}
-    current: dict[str, str] = {}
-    for f, name, kind in rows:
-        cols = out.setdefault(f, {})
-        if name in _STRUCTURAL:
-            if f in current:
-                cols[current[f]] += (kind,)
-        else:
-            current[f] = name
-            cols[name] = (kind,)
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def _reference() -> dict[str, tuple]:
-    """The contract's column signatures: those of a zero-row file written with its schema."""
-    con = duckdb.connect()
-    rows = con.execute("SELECT file_name, name, type FROM parquet_schema(?)", [[str(_empty_file())]]).fetchall()
-    return next(iter(_signatures(rows).values()))
-
-
-def _file_schemas(con, files: list[str]) -> tuple[dict[str, dict[str, tuple]], list[tuple[str, str]]]:
-    """Column signatures per file from the Parquet footers; corrupt files found one by one."""
-    query = "SELECT file_name, name, type FROM parquet_schema(?)"
-    try:
-        rows = con.execute(query, [files]).fetchall()
-        bad = []
-    except duckdb.Error:
-        rows, bad = [], []
-        for f in files:
-            try:
-                rows += con.execute(query, [[f]]).fetchall()
-            except duckdb.Error as exc:
-                bad.append((f, f"unreadable Parquet ({str(exc).splitlines()[0][:200]})"))
-    return _signatures(rows), bad
-
-
-def _validate(con, files: list[str], one_row: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
-    """Split files into (good, skipped with reasons), each file judged on its own: readable, this
-    schema's columns with this schema's types, a known schema version, and (cell files,
-    `one_row`) exactly one row."""
-    if not files:
-        return [], []
-    sigs, skipped = _file_schemas(con, files)
-    ref = _reference()
-    good = []
-    oldest = columns_of(1)  # every version has these; later versions only add columns
+def _judge(files: list[str], cell_files: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split files into (good, skipped with reasons), each file judged on its own by the record
+    layer's one rule (collector/record/cellfile.py), the collector's and merge's too."""
+    good, skipped = [], []
     for f in files:
-        if f not in sigs:
-            continue
-        cols = set(sigs[f])
-        missing, extra = oldest - cols, cols - set(COLUMNS)
-        wrong = sorted(c for c in cols & set(ref) if sigs[f][c] != ref[c])
-        if "schema_version" not in cols:
-            skipped.append((f, "no schema_version column: not a cell file of this project"))
-        elif missing or extra or wrong:
-            parts = ([f"missing column(s) {', '.join(sorted(missing))}"] if missing else []) + \
-                    ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else []) + \
-                    [f"column {c} stored as {'/'.join(map(str, sigs[f][c]))}, not "
-                     f"{'/'.join(map(str, ref[c]))}" for c in wrong[:3]] + \
-                    ([f"and {len(wrong) - 3} more column(s) of the wrong type"] if len(wrong) > 3 else [])
-            skipped.append((f, "; ".join(parts)))
-        else:
+        saved = cellfile.inspect(Path(f), cell_file=cell_files)
+        if saved.ok:
             good.append(f)
-    if good and one_row:
-        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [good]).fetchall())
-        for f in list(good):
-            n = counts.get(f, 0)
-            if n != 1:
-                skipped.append((f, "no rows (an empty cell file)" if n == 0
-                                else f"{n} rows; a cell file holds one cell (one row)"))
-                good.remove(f)
-    if good:  # every file has the contract's types here, so reading them together widens nothing
-        versions = con.execute("SELECT DISTINCT filename, schema_version FROM read_parquet(?, filename=true, "
-                               "union_by_name=true)", [good]).fetchall()
-        bad = {}
-        for f, v in versions:
-            if v not in KNOWN_VERSIONS:
-                bad[f] = f"schema version {v} is not known (this report reads {KNOWN_VERSIONS})"
-            elif columns_of(v) - set(sigs[f]):
-                bad[f] = f"missing column(s) {', '.join(sorted(columns_of(v) - set(sigs[f])))} (schema version {v})"
-        skipped += sorted(bad.items())
-        good = [f for f in good if f not in bad]
+        else:
+            skipped.append((f, saved.why))
     return good, skipped
 
 
 def _check_cells(con, runs: list["Run"]) -> list[tuple[str, str]]:
-    """After loading: a cell file must be named after its cell (a copy such as `x (copy).parquet`
-    would count the cell twice), and two rows of one run must not share a cell key (a copy renamed
+    """After loading: two rows of one run must not share a cell key (a copy renamed
     and relabelled as another cell); rows take their run id from their folder. Returns what was
     left out or noted."""
     notes = []
     rows = con.execute("SELECT filename, cell_id, model, phase, dtype, batch_size, mode, compile_scope, dynamic "
                        "FROM cells_raw ORDER BY filename").fetchall()
     by_key: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for f, cell_id, *key in rows:
-        if Path(f).stem != cell_id:
-            notes.append((f, f"holds cell {cell_id!r}; a cell file is named <cell id>.parquet "
-                             "(a copy? it would count the cell twice)"))
-            con.execute("DELETE FROM cells_raw WHERE filename = ?", [f])
-        else:
-            by_key.setdefault((str(Path(f).parent), cell_id_of(*key)), []).append((f, cell_id))
+    for f, cell_id, *key in rows:  # a file named after another cell was refused by cellfile.inspect
+        by_key.setdefault((str(Path(f).parent), cell_id_of(*key)), []).append((f, cell_id))
     for (_, keyed), found in by_key.items():  # one cell measured twice under two names (a relabelled copy)
         if len(found) < 2:
             continue
@@ -308,11 +225,11 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
                 loose.append(str(f))
         if covered:
             compacts.append((str(run.path / COMPACT), covered, str(run.path)))
-    good_compacts, _ = _validate(con, [c[0] for c in compacts], one_row=False)
+    good_compacts, _ = _judge([c[0] for c in compacts], cell_files=False)
     for path, ids, run_dir in compacts:
         if path not in good_compacts:  # a bad compact file only means the slower path: its cell files
             loose += [str(Path(run_dir) / "cells" / f"{i}.parquet") for i in ids]
-    good, skipped = _validate(con, loose)
+    good, skipped = _judge(loose)
     con.execute("CREATE TABLE cells_raw AS SELECT *, '' AS filename FROM read_parquet(?) LIMIT 0",
                 [str(_empty_file())])
     for path, ids, run_dir in compacts:

@@ -2,9 +2,10 @@
 
     python -m collector.child.cell SPEC.json RESULT.json
 
-SPEC holds the cell, the protocol and the device; RESULT receives the measured
-columns of the Parquet row (collector.record.schema), including a status and error
-text when something fails. The parent adds identity and writes the Parquet.
+SPEC holds the job (collector.plan.job.Job: the cell, the protocol and the device); RESULT
+receives what this process measured, a CellResult (collector.record.result: the measured
+columns of the Parquet row), including a status and error text when something fails. The
+parent adds identity and writes the Parquet.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from collector.child import childlog
 from collector.child.childlog import _partial, log
 # the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
 from collector.models import ModelBuildError
+from collector.record.result import CellResult
 from collector.child.sides import ExportError
 from collector.child.stages import Stage, measure
 
@@ -73,10 +75,10 @@ def memory_limit_mb() -> int | None:
     return int(text)
 
 
-def run_cell(spec: dict, partial_path: Path | None = None) -> dict:
-    """Measure a cell; never raises for a failure of the cell itself: it becomes a status.
-    With `partial_path`, every logged step saves the result so far there (see `log`)."""
-    result: dict = {}
+def run_cell(spec: dict, partial_path: Path | None = None) -> CellResult:
+    """Measure the job `spec` (a Job's JSON); never raises for a failure of the cell itself: it
+    becomes a status. With `partial_path`, every logged step saves the result so far there (see `log`)."""
+    result = CellResult()
     if partial_path is not None:
         _partial.update(path=partial_path, result=result)
     stage = Stage()
@@ -99,7 +101,7 @@ def main(argv: list[str]) -> None:
     result = run_cell(json.loads(spec_path.read_text()), out_path.with_name(PARTIAL_NAME))
     _partial.clear()
     tmp = out_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
+    tmp.write_text(json.dumps(result.to_json()))
     os.replace(tmp, out_path)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,7 +8,7 @@ import os
 import time
 
 T0 = time.perf_counter()  # the log's clock (collector.child.cell.main restarts it in a forked process)
-_partial: dict = {}  # {"path": Path, "result": dict} while run_cell runs with a partial file
+_partial: dict = {}  # {"path": Path, "result": CellResult} while run_cell runs with a partial file
 
 
 def log(msg: str) -> None:
@@ -18,7 +18,7 @@ def log(msg: str) -> None:
         path = _partial["path"]
         try:
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(_partial["result"]))
+            tmp.write_text(json.dumps(_partial["result"].to_json()))
             os.replace(tmp, path)
         except (OSError, TypeError, ValueError) as exc:  # never let the checkpoint fail the cell
             print(f"note: partial result not saved: {exc}", flush=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector.child import diagnostics
+from collector.record.result import CellResult
 
 from collector import models
 from collector.child.childlog import log
@@ -68,7 +69,7 @@ def _recompile_sweep(torch, job, dev, inputs, float_inputs, compiled_step, clock
         f"recompiles {found.get('recompile_count')}")
 
 
-def _save_portable(torch, path: Path, result: dict) -> None:
+def _save_portable(torch, path: Path, result: CellResult) -> None:
     """Save this process's compile artifacts (torch.compiler.save_cache_artifacts) to `path`."""
     save = getattr(torch.compiler, "save_cache_artifacts", None)
     if save is None:
@@ -92,7 +93,7 @@ class CellRun:
     cold process carries from one stage to the next for the correctness check."""
 
     job: object  # collector.plan.job.Job
-    result: dict
+    result: CellResult
     stage: Stage
     torch: object
     dev: object
@@ -144,7 +145,7 @@ class CellRun:
         return self.torch.cuda.max_memory_allocated(), self.torch.cuda.max_memory_reserved()
 
 
-def measure(spec: dict, result: dict, stage: Stage) -> None:
+def measure(spec: dict, result: CellResult, stage: Stage) -> None:
     """Run the job `spec` (collector.plan.job.Job as JSON), filling `result` as it goes (partial
     results survive a failure): its stages, in order."""
     from collector.plan.job import Job
@@ -166,7 +167,7 @@ def measure(spec: dict, result: dict, stage: Stage) -> None:
     _final_status(run)
 
 
-def _needs_missing(job, result: dict) -> bool:
+def _needs_missing(job, result: CellResult) -> bool:
     """A model whose requirements are not installed: a skipped row (True)."""
     name, _ = models.parse_ref(job.cell.model)
     missing = models.missing_requirements(name)
@@ -175,7 +176,7 @@ def _needs_missing(job, result: dict) -> bool:
     return bool(missing)
 
 
-def _start(job, result: dict, stage: Stage) -> CellRun:
+def _start(job, result: CellResult, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
     log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job)

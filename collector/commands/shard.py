@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from collector.record import schema
+from collector.record import cellfile
 from collector.record import comparable
 from collector.host.store import read_run_manifest, write_json as _write_json
 
@@ -86,7 +86,7 @@ def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.std
     plan, same = [], 0
     for s in shards:
         for f in sorted((s / "cells").glob("*.parquet")):
-            why = schema.check_cell_file(f)
+            why = cellfile.inspect(f).why
             if why:
                 raise ShardError(f"{f}: {why}; fix or remove it before merging")
             if f.stem in seen:

@@ -23,6 +23,7 @@ from collector.host import autotune, neighbours
 from collector import modes
 
 from collector.record import schema
+from collector.record.result import CellResult, ResultError
 from collector.plan.job import Job, Layout
 from collector.host.launch import Launcher
 from collector.plan.matrix import Cell, Matrix
@@ -54,7 +55,7 @@ PEAKS = ("eager_peak_allocated_bytes", "eager_peak_reserved_bytes", "compiled_pe
          "compiled_peak_reserved_bytes")
 
 
-def add_replicate(result: dict, rep: dict, index: int) -> str | None:
+def add_replicate(result: CellResult, rep: CellResult, index: int) -> str | None:
     """Append a replicate process's samples to the cell's `result` (process-major); returns why
     it was not used, or None. A replicate whose sample counts differ from the cold process's is
     refused: every process must have one block layout."""
@@ -103,17 +104,27 @@ class _Jobs:
     log_path: Path
     walls: list = field(default_factory=list)
 
-    def run(self, cache: Path, **spec) -> dict:
+    def run(self, cache: Path, **spec) -> CellResult:
+        """One process: its job written as the JSON the child reads, its result read back typed."""
         check_interrupted()
         p0 = self.clock()
         got = self.launcher.run(cell_spec(self.cell, self.matrix, self.device, **spec), cache, self.log_path,
                                 self.matrix.protocol.timeout_s)
         self.walls.append(self.clock() - p0)
         check_interrupted()
-        return got
+        return received(got)
 
 
-def _cold_process(jobs: _Jobs, cache_dir: Path, mode, extra: dict) -> dict:
+def received(got: dict) -> CellResult:
+    """A process's result JSON as a CellResult; one that breaks the row's contract (a field the row
+    lacks, a value of another type: a child of other code) is a crashed process that says so."""
+    try:
+        return CellResult.from_json(got)
+    except ResultError as exc:
+        return CellResult(status="crashed", error=f"the cell process's result breaks the row's contract: {exc}"[:1500])
+
+
+def _cold_process(jobs: _Jobs, cache_dir: Path, mode, extra: dict) -> CellResult:
     """The first process: compiles cold in `cache_dir`; its cache's sizes and autotuning choices."""
     result = jobs.run(cache_dir, **extra)
     if mode.compiles:
@@ -124,7 +135,7 @@ def _cold_process(jobs: _Jobs, cache_dir: Path, mode, extra: dict) -> dict:
     return result
 
 
-def _replicates(jobs: _Jobs, result: dict, cache_dir: Path, mode) -> list[str]:
+def _replicates(jobs: _Jobs, result: CellResult, cache_dir: Path, mode) -> list[str]:
     """`processes - 1` replicate processes, each timing the cell again, on the cold one's warm cache
     or (COLD_REPLICATES) each in an empty cache of its own; folded into `result`. Returns the
     replicates' failures."""
@@ -161,7 +172,7 @@ def _replicates(jobs: _Jobs, result: dict, cache_dir: Path, mode) -> list[str]:
     return errors
 
 
-def _portable(jobs: _Jobs, result: dict, portable: Path) -> None:
+def _portable(jobs: _Jobs, result: CellResult, portable: Path) -> None:
     """The compile from the portable cache artefact alone, in an empty cache folder."""
     empty = Path(tempfile.mkdtemp(prefix="tcb-portable-"))
     try:
@@ -206,9 +217,8 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
             result["process_errors"] = "; ".join(errors)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    result = {k: v for k, v in result.items() if k in schema.COLUMNS}
     return schema.make_row({
-        **result, "run_id": run_id, "cell_id": cell.cell_id, **asdict(cell),
+        **result.to_json(), "run_id": run_id, "cell_id": cell.cell_id, **asdict(cell),
         "tf32": proto.tf32, "device": env["device"], "device_name": env["device_name"],
         "torch_version": env["torch_version"], "hostname": env["hostname"],
         "started_at": started, "cell_wall_s": clock() - t0,

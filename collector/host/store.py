@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from collector.record import schema
+from collector.record import cellfile, schema
 from collector.record import comparable
 from collector.record import manifest as manifest_record
 from collector.record.contract import pid_alive
@@ -209,13 +209,13 @@ class RunStore:
         again. Returns the good ones: cell id -> saved status."""
         good = {}
         for path in sorted(self.cells_dir.glob("*.parquet")):
-            why, status = schema.read_saved(path)
-            if why is None:
-                good[path.stem] = status
+            saved = cellfile.inspect(path)
+            if saved.ok:
+                good[path.stem] = saved.status
                 continue
             aside = path.with_name(path.name + ".invalid")
             os.replace(path, aside)
-            print(f"note: {path.name} is {why}; renamed to {aside.name} and measured again", file=out, flush=True)
+            print(f"note: {path.name}: {saved.why}; renamed to {aside.name} and measured again", file=out, flush=True)
         return good
 
     def _claim_path(self, cell_id: str) -> Path:
@@ -276,9 +276,9 @@ class RunStore:
         """cell id -> status of every readable saved row (a broken file is left out: not done)."""
         out = {}
         for path in sorted(self.cells_dir.glob("*.parquet")) if self.cells_dir.exists() else []:
-            why, status = schema.read_saved(path)
-            if why is None:
-                out[path.stem] = status
+            saved = cellfile.inspect(path)
+            if saved.ok:
+                out[path.stem] = saved.status
         return out
 
     def cell_walls(self) -> list[float]:

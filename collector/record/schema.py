@@ -2,15 +2,17 @@
 
 Units are in the column names. Raw samples are list columns; statistics are
 derived later, in analysis/. Bump SCHEMA_VERSION on any incompatible change.
+
+Importing it imports no pyarrow (the columns' types are Arrow's names for them; `SCHEMA` and
+`write_row` import it when used): the cell process reads the columns (collector/record/result.py),
+and pyarrow's threads, started at its import, would make the fork launcher's parent unsafe to fork.
 """
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 10
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
@@ -43,8 +45,7 @@ ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, *
 STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
-_f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
-_list = pa.list_(pa.float64())
+_f64, _i64, _str, _bool, _list = "double", "int64", "string", "bool", "list<double>"  # Arrow's names
 
 FIELDS = [
     # identity
@@ -129,8 +130,29 @@ FIELDS = [
     ("eager_energy_steps", _i64), ("compiled_energy_steps", _i64),
     ("eager_energy_window_s", _f64), ("compiled_energy_window_s", _f64),
 ]
-SCHEMA = pa.schema(FIELDS)
 COLUMNS = tuple(name for name, _ in FIELDS)
+
+
+def arrow_type(name: str):
+    """The pyarrow type of a column type's name in FIELDS."""
+    import pyarrow as pa
+
+    return {_f64: pa.float64(), _i64: pa.int64(), _str: pa.string(), _bool: pa.bool_(),
+            _list: pa.list_(pa.float64())}[name]
+
+
+@functools.lru_cache(maxsize=1)
+def arrow_schema():
+    """The row's pyarrow schema (also as `SCHEMA`)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, arrow_type(t)) for name, t in FIELDS])
+
+
+def __getattr__(name: str):
+    if name == "SCHEMA":  # built on first use: see the module's docstring
+        return arrow_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def columns_of(version: int) -> set[str]:
@@ -156,9 +178,12 @@ def make_row(values: dict) -> dict:
 
 def write_row(row: dict, path: Path) -> None:
     """Write one row to `path` atomically: a temporary name in the same folder, fsync, rename."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    table = pa.Table.from_pylist([make_row(row)], schema=SCHEMA)
+    table = pa.Table.from_pylist([make_row(row)], schema=arrow_schema())
     try:
         pq.write_table(table, tmp, compression="zstd")
         with open(tmp, "rb") as fh:
@@ -187,56 +212,3 @@ def file_kind(path: Path) -> str:
     return ("a regular file" if stat.S_ISREG(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
             "a folder" if stat.S_ISDIR(mode) else "not a file")
-
-
-def breaches(file_schema: pa.Schema) -> str | None:
-    """Why a cell file's columns break the contract, as the report judges them (analysis/data/load.py
-    `_validate`; tests/test_collector_robustness.py holds the two together): a column of the oldest
-    schema missing, a column the contract does not have, a column stored as another type."""
-    ref = dict(FIELDS)
-    names = set(file_schema.names)
-    missing, extra = columns_of(1) - names, names - set(ref)
-    wrong = sorted(f.name for f in file_schema if f.name in ref and not f.type.equals(ref[f.name]))
-    if not (missing or extra or wrong):
-        return None
-    return "; ".join(([f"missing column(s) {', '.join(sorted(missing))}"] if missing else [])
-                     + ([f"unexpected column(s) {', '.join(sorted(extra))}"] if extra else [])
-                     + [f"column {c} stored as {file_schema.field(c).type}, not {ref[c]}" for c in wrong[:3]])
-
-
-def read_saved(path: Path) -> tuple[str | None, str | None]:
-    """(why the saved cell file cannot stand for its cell or None, its status): unreadable or
-    truncated, columns the report would refuse (breaches), not one row, an unknown schema version
-    or the row of another cell. Reads the footer and three short columns."""
-    path = Path(path)
-    try:
-        if not regular(path):  # a FIFO would block the read; a folder is no row
-            return "not a regular file", None
-        fs = pq.read_schema(path)
-        why = breaches(fs)
-        if why:
-            return f"not this project's cell row ({why})", None
-        table = pq.read_table(path, columns=["cell_id", "status", "schema_version"])
-    except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
-        return f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", None
-    if table.num_rows != 1:
-        return f"{table.num_rows} rows, not one", None
-    version = table.column("schema_version")[0].as_py()
-    if version not in range(1, SCHEMA_VERSION + 1):
-        return f"schema version {version} is not known (1 to {SCHEMA_VERSION})", None
-    if columns_of(version) - set(fs.names):
-        return f"missing column(s) {', '.join(sorted(columns_of(version) - set(fs.names)))} (schema version {version})", None
-    cell_id = table.column("cell_id")[0].as_py()
-    if cell_id != path.stem:
-        return f"holds cell {cell_id!r}", None
-    return None, table.column("status")[0].as_py()
-
-
-def check_cell_file(path: Path) -> str | None:
-    """Why a saved cell file cannot stand for its cell (None: it can)."""
-    return read_saved(path)[0]
-
-
-def read_status(path: Path) -> str | None:
-    """The status saved in a cell file (None if it cannot be read or is not a regular file)."""
-    return read_saved(path)[1]
