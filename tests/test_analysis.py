@@ -448,3 +448,15 @@ def test_samples_that_are_not_finite_positive_times_are_named_and_left_out(fixtu
     md = (tmp_path / "r" / "fixture-small" / "report.md").read_text()
     assert "2 cell(s) had samples left out" in md and f"{nan_cell}.parquet" in md
     assert "nan" not in md.split("## Headline")[1].lower().replace("nano", "")  # no NaN reaches a figure
+
+
+def test_loose_cell_files_are_read_in_batches_and_every_one_arrives(monkeypatch):
+    """Without compact.parquet every cell file is read; one DuckDB read of 10,000 files took 10 GB
+    (docs/performance.md), so they are read LOOSE_BATCH at a time: with batches of 2 (and one
+    left over) the fixture's 7 cells all load, each once."""
+    from analysis.data import load as load_mod
+
+    monkeypatch.setattr(load_mod, "LOOSE_BATCH", 2)
+    loaded, _ = _loaded()
+    ids = [r[0] for r in loaded.con.execute("SELECT cell_id FROM cells ORDER BY cell_id").fetchall()]
+    assert ids == sorted(p.stem for p in (FIXTURE / "fixture-small" / "cells").glob("*.parquet")) and len(ids) == 7

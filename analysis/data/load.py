@@ -25,6 +25,7 @@ from collector.record import cellfile
 from collector.record.schema import SCHEMA_VERSION, file_kind, regular
 
 SQL_DIR = Path(__file__).parent / "sql"
+LOOSE_BATCH = 500  # cell files read by one DuckDB read_parquet (docs/performance.md)
 
 
 class DataError(ValueError):
@@ -237,9 +238,9 @@ def load(runs: list[Run], strict: bool = False) -> Loaded:
             con.execute("INSERT INTO cells_raw BY NAME SELECT *, $dir || '/cells/' || cell_id || '.parquet' AS filename "
                         "FROM read_parquet($path) WHERE cell_id IN (SELECT unnest($ids))",
                         {"dir": run_dir, "path": path, "ids": ids})
-    if good:
+    for i in range(0, len(good), LOOSE_BATCH):  # in batches: 10,000 files in one read took 10 GB
         con.execute("INSERT INTO cells_raw BY NAME SELECT * FROM read_parquet(?, filename=true, union_by_name=true)",
-                    [good])
+                    [good[i:i + LOOSE_BATCH]])
     skipped = sorted(p for run in runs for p in [*run.problems, *run.irregular]) + \
         sorted(skipped + _check_cells(con, runs))
     if skipped and strict:

@@ -5,7 +5,7 @@ measures again, with the same words.
 
 A file is judged from its Parquet footer alone: its columns and their types, its row count, and
 the column statistics of schema_version, cell_id and status (the three columns themselves are
-read only where a writer kept no statistics). That takes about 0.7 ms a file, so the report
+read only where a writer kept no statistics). That takes about 1 ms a file, so the report
 judges loose cell files this way too before DuckDB reads the good ones together.
 """
 from __future__ import annotations
