@@ -246,6 +246,7 @@ def test_launch_bound_judged_on_an_empty_launch_queue(tmp_path):
     assert medians["gpu_bound"] >= 0.9 * 10.0
 
 
+@pytest.mark.evidence
 def test_heatmap_keeps_whole_step_scope_apart_from_model_scope(tmp_path):
     """On the shipped H200 run: ResNet-18 training with reduce-overhead is 2.48x (bf16) and 1.10x
     (float32) with model scope and 3.38x with the whole step compiled; the heatmap shows the
@@ -291,6 +292,7 @@ def test_compile_chart_shows_every_cell_up_to_its_cap_and_says_when_it_truncates
     assert shown["title"] == "first 80 of 100 cells (the table lists all)" and shown["xscale"] == "log"
 
 
+@pytest.mark.evidence
 def test_headline_keeps_float32_apart_from_bf16(tmp_path):
     """On the shipped H200 run, float32 without TF32 (GPT 1.05x, ResNet-18 1.00x) and bf16
     autocast are separate headline rows, not one geomean of both."""
@@ -344,6 +346,7 @@ def test_eager_outlier_is_named_in_the_why_column():
     assert why_text(rows[2], {}, 0.10) == "eager +27% against this model's median over 3 cells"
 
 
+@pytest.mark.evidence
 def test_headline_pooled_eager_column_recomputed_from_the_raw_rows(tmp_path):
     """'pooled eager' = geomean over a row's cells of (median eager step of every ok cell of the
     same eager model) / (the cell's compiled median). Recomputed here from the Parquet files of
@@ -369,6 +372,7 @@ def test_headline_pooled_eager_column_recomputed_from_the_raw_rows(tmp_path):
     assert row.geomean == "1.47x"
 
 
+@pytest.mark.evidence
 def test_cpu_report_leaves_out_device_only_sections_and_says_why(tmp_path):
     loaded, runs = _loaded(ROOT / "data" / "examples" / "repeat-cpu-a")
     md, _ = render(build_run_report(loaded, runs[0], reps=100, now=NOW), tmp_path)
@@ -385,6 +389,7 @@ def test_one_byte_unit_per_column():
     assert fmt_bytes(1536) == "1.5 KiB"
 
 
+@pytest.mark.evidence
 def test_subtitle_counts_the_gpus_the_rows_ran_on_not_the_presets_words(tmp_path):
     """The shipped default-h200 run was collected with GPUS=0,1 under a preset text that said
     "One GPU"; the rows' gpu_index decides what the report says."""

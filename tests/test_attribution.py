@@ -34,6 +34,7 @@ def test_the_verdict_line_groups_cells_by_the_side_that_moved():
     assert "eager step slower in 1, speedup up" in line and "compiled step faster in 1, speedup up" in line
 
 
+@pytest.mark.evidence
 def test_the_published_h200_comparison_says_which_side_moved():
     name = "compare-v-h200-torch2.11.0-cu130-vs-v-h200-torch2.14.1-cu130"
     data = json.loads((ROOT / "docs" / "examples" / name / "estimates.json").read_text())

@@ -91,12 +91,14 @@ def shipped_report(tmp_path_factory):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_first_screen_holds_the_verdict_its_caveats_and_the_summary_chart(shipped_report, tmp_path):
     got = _probe(tmp_path, shipped_report, 1400, 900)
     assert got["verdict"][3] < 900 and got["caveats"][3] < 900 and got["chart"][3] <= 900, got
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_at_800_px_nothing_scrolls_sideways_and_the_speedup_column_is_reachable(shipped_report, tmp_path):
     got = _probe(tmp_path, shipped_report, 800, 900)
     assert got["scrollWidth"] <= got["width"], got  # the page itself never scrolls sideways
@@ -104,6 +106,7 @@ def test_at_800_px_nothing_scrolls_sideways_and_the_speedup_column_is_reachable(
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_clicking_a_header_sorts_the_table_and_the_filter_exists(shipped_report, tmp_path):
     got = _probe(tmp_path, shipped_report, 1400, 900)
     values = [float(v.rstrip("x")) for v in got["sorted"] if v != "-"]
@@ -112,6 +115,7 @@ def test_clicking_a_header_sorts_the_table_and_the_filter_exists(shipped_report,
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_without_scripts_every_table_and_section_is_still_in_the_page(shipped_report, tmp_path):
     # scripts off: the page's own policy made to refuse every script (headless Chromium has no
     # reliable switch for it)
@@ -135,6 +139,7 @@ COMPARE_PROBE = """    r.title = d.querySelector('h1').textContent; r.titleBox =
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_the_gpu_version_comparison_answers_on_its_first_screen(tmp_path):
     """The published H200 comparison (2.11 against 2.14.1, 12 cells), rendered afresh and opened at
     1400x900: the title names both torch versions and the device, and the verdict and the chart of
@@ -165,6 +170,7 @@ SUITE_PROBE = """    r.title = d.querySelector('h1').textContent;
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)")
+@pytest.mark.evidence
 def test_the_suite_comparison_shows_each_suite_for_both_versions_on_its_first_screen(tmp_path):
     """The published suite screen (timm and Hugging Face, 2.11 against 2.14.1 on an H200) opened at
     1400x900: a row per suite with the pass rate and geomean speedup of both versions, whole on screen

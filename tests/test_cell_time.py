@@ -1,5 +1,6 @@
 """benchmarks/cell_time.py: a cell log's stages, attributed the way the docs' table reads them (run as
 a program, --json: tests import nothing from benchmarks/)."""
+import pytest
 import json
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def test_stages_of_an_old_cold_and_a_forked_replicate(tmp_path):
     assert rep["logged_s"] == 7.1
 
 
+@pytest.mark.evidence
 def test_the_shipped_h200_run_adds_up_to_its_process_walls():
     """Over a committed run, each process's stages plus the time outside the cell's clock equal the
     wall time the runner recorded for it (medians of sums need not, so compare per process)."""

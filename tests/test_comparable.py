@@ -12,17 +12,12 @@ from analysis.compare_report.compare import check_comparable
 from analysis.data.load import Run
 from collector.commands import shard
 from collector.host import store
-from collector.host.launch import LauncherBase
+from support.launchers import OkLauncher
 from collector.host.runner import collect
 from collector.plan import matrix as mx
 from collector.record import comparable, settings
 
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
-
-
-class OkLauncher(LauncherBase):
-    def run(self, spec, cache_dir, log_path, timeout_s):
-        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4}
 
 
 def _collect(tmp_path, run_id, model="mlp", **protocol):

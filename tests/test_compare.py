@@ -120,6 +120,7 @@ def test_status_changes_unpaired_cells_and_mismatch(tmp_path):
     assert "**newly failing**" in text and "compared only because it was asked for explicitly" in text
 
 
+@pytest.mark.evidence
 def test_committed_aa_comparison_calls_no_cell(tmp_path):
     """The real A/A in data/examples (torch 2.13.0 collected twice on the CPU): nothing is called."""
     from conftest import ROOT
@@ -140,6 +141,7 @@ def _ci_bounds(change) -> tuple[float, float]:
     return float(lo.rstrip("%")), float(hi.rstrip("%"))
 
 
+@pytest.mark.evidence
 def test_committed_h200_aa_calls_nothing_and_its_intervals_cover_zero():
     """The A/A collected on the H200 (the `aa` preset twice on one machine, fork launcher, 3
     processes a cell): no speedup change is called and every change's interval holds zero; the
@@ -164,6 +166,7 @@ def test_committed_h200_aa_calls_nothing_and_its_intervals_cover_zero():
     assert {"resnet18 infer float32 bs64 default", "gpt infer amp_bf16 bs128 default"} <= called
 
 
+@pytest.mark.evidence
 def test_the_h200_aa_misses_are_shifts_below_the_minimum_effect():
     """Where A's interval misses B's speedup in the committed H200 A/A (2 of 10 cells), B is off by
     less than a quarter of a percent: a run-level shift of GPU-bound cells whose 3 processes agree
@@ -349,6 +352,7 @@ def test_a_shift_of_both_sides_is_not_reported_as_a_compiler_change(tmp_path):
     assert len(shift) == 1 and "in 20 of 20 cells" in shift[0] and "eager +19" in shift[0], rep.caveats
 
 
+@pytest.mark.evidence
 def test_a_tight_small_eager_shift_does_not_take_the_blame_for_a_compiled_change():
     """The planted +10% through the H200's forking parent (aa-x2-c2 against aa-x2-p10): ResNet-18
     float32 compiled +10.3%, eager +0.2% with an interval (+0.1% to +0.3%) that excludes no change.
@@ -366,6 +370,7 @@ def test_a_tight_small_eager_shift_does_not_take_the_blame_for_a_compiled_change
     assert len([p for p in rep.regressions if p.quantity == "speedup"]) == 4
 
 
+@pytest.mark.evidence
 def test_a_comparison_writes_a_short_pastable_summary(tmp_path):
     from analysis.__main__ import main as analysis_main
     from conftest import ROOT
@@ -378,6 +383,7 @@ def test_a_comparison_writes_a_short_pastable_summary(tmp_path):
     assert "Negative step-time changes are faster" in text
 
 
+@pytest.mark.evidence
 def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
     """"A's interval holds B's speedup in N of M" counts with the intervals of A's run report
     (computed once, context.compute_verdicts), not intervals drawn again for the comparison: on the
@@ -413,6 +419,7 @@ def test_the_calibration_uses_a_s_intervals_as_a_s_own_report_shows_them():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_welch_check_on_committed_runs():
     """The evidence for keeping the comparison's (conservative) change interval: on the committed
     exec/fork A/A the current interval holds 0 in 8 of 8 cells and calls nothing, while a Welch

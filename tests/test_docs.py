@@ -1,6 +1,7 @@
 """The README leads with the verdict of the shipped H200 example exactly as the report writes it:
 the quoted block under "The answer first" is the rendered summary.md it links to (verdict, table,
 caveats). Re-rendering the example without restating the README fails here."""
+import pytest
 import re
 
 from conftest import ROOT
@@ -20,6 +21,7 @@ def _readme_quote() -> tuple[str, list[str]]:
     return example, quoted
 
 
+@pytest.mark.evidence
 def test_the_readme_verdict_is_the_shipped_examples_summary():
     example, quoted = _readme_quote()
     from analysis.stats.fmt import verdict_block
@@ -29,6 +31,7 @@ def test_the_readme_verdict_is_the_shipped_examples_summary():
     assert f"data/examples/{example}" in (ROOT / "README.md").read_text().split("## Quick start")[0]
 
 
+@pytest.mark.evidence
 def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
     """The README quotes the verdict of the published H200 version comparison: re-rendering that
     example without restating the README fails."""
@@ -40,6 +43,7 @@ def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
     assert quoted and quoted == verdict
 
 
+@pytest.mark.evidence
 def test_the_readme_suite_table_is_the_published_suite_comparisons():
     """The version section leads with the suite table of the published suite comparison, as rendered."""
     readme = (ROOT / "README.md").read_text().split("## Comparing two PyTorch versions")[1].split("\n## ")[0]
@@ -51,6 +55,7 @@ def test_the_readme_suite_table_is_the_published_suite_comparisons():
     assert readme.index("> |") < readme.index("> - ")  # the suites first, then the built-in models' verdict
 
 
+@pytest.mark.evidence
 def test_the_readme_is_short_and_every_doc_it_names_exists():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
@@ -74,6 +79,7 @@ def test_the_wheel_packages_every_module_and_data_file():
     assert "report_templates" in listed and "*.j2" in conf["package-data"]["report_templates"]
 
 
+@pytest.mark.evidence
 def test_the_docs_are_references_of_at_most_about_400_lines_with_no_campaign_diary():
     """docs/ by topic, each short enough to read; they speak of runs, machines and dates, never of
     the project's working sessions or machine leases (history lives in git)."""

@@ -52,6 +52,7 @@ def test_the_checker_names_what_breaks_the_contract(fixture_copy, tmp_path):
         errors(1, {"oneOf": []})
 
 
+@pytest.mark.evidence
 def test_a_profiled_comparison_carries_the_step_split_as_numbers(tmp_path):
     """The published fourth-lease comparison (both runs PROFILE=1): estimates.json's step_split has a
     row per profiled side with [A, B] numbers that add up (step = kernels + rest) and the attribution

@@ -10,7 +10,8 @@ import pytest
 from analysis.__main__ import main as analysis_main, rendered_folder
 from conftest import ROOT
 
-EXAMPLES = sorted(p.name for p in (ROOT / "docs" / "examples").iterdir() if (p / "report.md").exists())
+EXAMPLES = sorted(p.name for p in (ROOT / "docs" / "examples").glob("*") if (p / "report.md").exists())
+pytestmark = pytest.mark.evidence  # the golden test of the published examples: every test here reads them
 STAMP = re.compile(r"(generated|Generated)[: ]+\d{4}-\d\d-\d\d \d\d:\d\d UTC")
 
 
@@ -30,6 +31,7 @@ def _close(a, b):
 
 @pytest.mark.slow  # a render per published example (16 s together): the full suite, not test-fast
 @pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.evidence
 def test_a_published_example_re_renders_as_committed(name, tmp_path):
     args = ["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path)]
     if name.startswith("compare-"):
@@ -55,6 +57,7 @@ def test_a_published_example_re_renders_as_committed(name, tmp_path):
         assert _close(new, old)
 
 
+@pytest.mark.evidence
 def test_no_published_markdown_carries_html_escapes():
     """A report's Markdown is pasted into release notes and issues: `kernels 53 -> 57`, never `-&gt;`.
     HTML in the data is made inert with Markdown's backslash escapes instead (analysis/render/pages.py)."""

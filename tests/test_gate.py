@@ -17,6 +17,7 @@ def run_gate(capsys, *args):
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_aa_across_interpreters_passes_and_the_planted_5_percent_fails_naming_cells(capsys):
     code, out = run_gate(capsys, "--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "2%")
     assert code == 0 and "0 called regression(s), 0 beyond 2%: pass" in out.out
@@ -36,6 +37,7 @@ def test_the_aa_across_interpreters_passes_and_the_planted_5_percent_fails_namin
     assert code == 0 and "0 called regression(s)" in out.out
 
 
+@pytest.mark.evidence
 def test_the_minimum_effect_reaches_the_gate_as_it_reaches_the_report(capsys):
     """`make gate MIN_EFFECT=` was ignored (the gate had no --min-effect): a minimum effect above every
     planted change leaves nothing called, so the planted 5% passes; the default fails it."""
@@ -55,6 +57,7 @@ def test_the_minimum_effect_reaches_the_gate_as_it_reaches_the_report(capsys):
     (["--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--max-regression", "lots"], "a percentage"),
     (["--baseline", "aa-venv-direct", "--candidate", "aa-venv-venv", "--quantities", "speed"], "valid: compiled"),
 ])
+@pytest.mark.evidence
 def test_bad_input_is_exit_2_naming_the_problem(capsys, args, message):
     code, out = run_gate(capsys, *args)
     assert code == 2 and message in out.err
@@ -75,6 +78,7 @@ def test_only_called_regressions_count_and_direction_follows_the_quantity():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_with_repeats_only_a_regression_that_repeats_fails(tmp_path):
     """The published 2.11 -> 2.14.1 comparison with only its own runs and its repeats in the data
     folder (no sibling runs: the processes alone) fails a 2% gate on the MoE's +3.3%; with its two
@@ -110,6 +114,7 @@ def test_with_repeats_only_a_regression_that_repeats_fails(tmp_path):
     assert code == 1 and {"gpt infer amp_bf16 bs128 default", "resnet18 infer float32 bs64 default"} <= failing
 
 
+@pytest.mark.evidence
 def test_first_calls_are_gated_for_the_run_and_cell_by_cell_only_when_asked(capsys):
     """pf-h200-b against pf-h200-a (one build, one machine): ResNet-50's cold compile +60.5% in one
     cell is called there, one sample a process; the run's geometric mean is within the A/A run-level
@@ -131,6 +136,7 @@ def test_first_calls_are_gated_for_the_run_and_cell_by_cell_only_when_asked(caps
     (["--noise", "nan"], "a fraction above 0"), (["--noise", "-1"], "a fraction above 0"),
     (["--min-effect", "2"], "a fraction from 0 up to 1"), (["--min-effect", "inf"], "a fraction from 0 up to 1"),
 ])
+@pytest.mark.evidence
 def test_report_options_out_of_range_are_refused_by_name_not_a_traceback(capsys, args, says):
     """`python -m analysis --reps 0` ended in a traceback and `--noise nan` / `--noise -1` were taken
     silently: each is now refused with exit 2 naming the option and what it takes."""
@@ -148,6 +154,7 @@ def test_report_options_out_of_range_are_refused_by_name_not_a_traceback(capsys,
      "exited 1 (a called regression beyond the bound)"),
     (["BASELINE=nope", "CANDIDATE=aa-venv-venv"], "exited 2 (bad input, not a verdict)"),
 ])
+@pytest.mark.evidence
 def test_make_gate_exits_2_on_either_failure_and_its_last_line_says_which(make_args, says):
     """make turns every failing recipe into its own exit code 2: the gate's 1 (a regression) and 2
     (bad input) are told apart by the line the recipe prints."""

@@ -13,6 +13,7 @@ from conftest import ROOT
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_the_default_report_renders_the_published_examples_and_an_index(tmp_path, capsys):
     assert analysis_main(["--out", str(tmp_path), "--reps", "50"]) == 0
     pub = index.published()
@@ -40,6 +41,7 @@ def test_a_malformed_published_list_is_named(tmp_path):
         index.published(bad)
 
 
+@pytest.mark.evidence
 def test_every_published_id_exists():
     pub = index.published()
     ids = {p.parent.name for p in (ROOT / "data" / "examples").glob("*/run.json")}

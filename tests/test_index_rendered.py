@@ -1,11 +1,13 @@
 """reports/index.html lists the comparisons rendered beside it, and a comparison rendered later is
 added to it (it used to be left out: only the published comparisons' shipped copies were linked)."""
+import pytest
 from conftest import ROOT
 
 from analysis.commands import index
 from analysis.__main__ import main as analysis_main
 
 
+@pytest.mark.evidence
 def test_a_comparison_rendered_after_the_index_is_listed_in_it(tmp_path):
     pub = index.Published(runs={}, comparisons=[], repeats={})
     index.write_index(tmp_path, [], pub, 0)
@@ -22,6 +24,7 @@ def test_a_comparison_rendered_after_the_index_is_listed_in_it(tmp_path):
     assert "compare-aa-venv-direct-vs-aa-venv-venv/report.html" in (tmp_path / "index.html").read_text()
 
 
+@pytest.mark.evidence
 def test_a_comparison_with_repeats_has_its_own_folder_beside_the_plain_one(tmp_path):
     """Rendering A against B plainly and with REPEATS used to write one folder, the second silently
     replacing the first; now each has its own, and the index lists both."""

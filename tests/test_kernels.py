@@ -192,6 +192,7 @@ def _examples(*ids):
     return loaded, runs
 
 
+@pytest.mark.evidence
 def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     """Six runs of one MoE cell under one torch on one H200 (data/examples/at-h200-1..6): run 1's cold
     compile gave triton_poi_fused__to_copy_8 XBLOCK=512/8 warps (0.293 ms a step), every other run
@@ -213,6 +214,7 @@ def test_the_h200_autotune_draw_is_named_where_it_moved_the_compiled_step():
     assert row.retuned.changed and "triton_poi_fused__to_copy_8" not in {k for k, *_ in row.retuned.changed}
 
 
+@pytest.mark.evidence
 def test_a_planted_host_change_beside_re_tuned_kernels_is_not_called_the_draw():
     """The H200 planted check (data/examples/pf-h200-*): a 10% plant outside the kernels, called +5.4% on
     ResNet-50 bs128, in a run whose compile autotuned 10 of 29 kernels otherwise than the control's.
@@ -280,6 +282,7 @@ def test_processes_that_compiled_cold_are_told_apart_by_their_draws():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_h200_moe_process_that_drew_the_slow_configuration_is_named_in_its_run_report(tmp_path):
     """crv-torch2.14.1-cu130's MoE: process 2 drew the slow launch configuration (0.970 ms against 0.921)."""
     from analysis.__main__ import main as analysis_main

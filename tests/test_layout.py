@@ -5,7 +5,10 @@ level. The analysis reads the collector only through its record layer and the mo
 and tests/ import nothing from each other, except the fault harness in tests/support that the reliability
 benchmark drives; the collector imports nothing from analysis; no module passes 400 lines."""
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
@@ -140,6 +143,7 @@ def test_no_module_of_the_collector_or_the_analysis_passes_400_lines():
     assert long == {}
 
 
+@pytest.mark.evidence  # one such path is data/examples, the published runs the time-left estimate reads
 def test_every_path_a_module_computes_from_its_own_place_exists():
     """A module moved one folder down keeps `Path(__file__).parent.parent` pointing at the wrong folder (the
     earlier-runs reader's published runs did, and the time-left estimate fell back to guesses); every
@@ -190,3 +194,38 @@ def test_the_report_models_name_what_their_fields_hold():
         bare = {k: v for k, v in typing.get_type_hints(model).items() if v in (list, dict, tuple)}
         assert bare == {}, model.__name__
     assert typing.get_type_hints(RunManifest)["protocol"] is Protocol
+
+
+# a path into the committed runs or published reports, as the tests write one
+_EVIDENCE_PATH = re.compile(r'(ROOT|parents\[1\]|parent\.parent)\s*/\s*"(data|docs)"\s*/\s*"examples"'
+                            r'|["\'](data|docs)/examples')
+
+
+def _evidence_tests(path: Path) -> list[tuple[str, bool]]:
+    """(test name, marked evidence) for each test function of a test module that reaches
+    data/examples or docs/examples: directly, through a module-level name bound to such a path, or
+    through a module-level helper that does."""
+    src = path.read_text()
+    tree = ast.parse(src)
+    names = {t.id for node in tree.body if isinstance(node, ast.Assign)
+             and _EVIDENCE_PATH.search(ast.get_source_segment(src, node))
+             for t in node.targets if isinstance(t, ast.Name)}
+    reaches = lambda seg, known: _EVIDENCE_PATH.search(seg) or any(re.search(rf"\b{n}\b", seg) for n in known)  # noqa: E731
+    helpers = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+               and not node.name.startswith("test_") and reaches(ast.get_source_segment(src, node), names)}
+    module_marked = any(isinstance(n, ast.Assign) and "pytestmark" in ast.get_source_segment(src, n)
+                        and "evidence" in ast.get_source_segment(src, n) for n in tree.body)
+    return [(node.name, module_marked or any("mark.evidence" in ast.unparse(d) for d in node.decorator_list))
+            for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+            and reaches(ast.get_source_segment(src, node), names | helpers)]
+
+
+def test_only_tests_marked_evidence_read_the_committed_runs_or_published_reports():
+    """Tests own their fixtures (tests/fixtures, runs they write): a test that reads data/examples or
+    docs/examples holds a documented claim to them and says so (`pytest.mark.evidence`), so that
+    `pytest -m "not evidence"` needs neither folder (docs/layout.md says how that was checked)."""
+    unmarked = [f"{path.name}::{name}" for path in sorted((ROOT / "tests").glob("test_*.py"))
+                for name, marked in _evidence_tests(path) if not marked]
+    assert not unmarked, unmarked
+    found = [name for name, _ in _evidence_tests(ROOT / "tests" / "test_gate.py")]
+    assert found, "the scan finds no evidence test in test_gate.py, which reads data/examples: the scan is broken"

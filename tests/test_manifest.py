@@ -14,7 +14,7 @@ from analysis.data.load import discover_runs
 from collector.__main__ import parse_args
 from collector.commands import shard
 from collector.host import store
-from collector.host.launch import LauncherBase
+from support.launchers import OkLauncher
 from collector.host.runner import collect
 from collector.plan import matrix as mx
 from collector.record import manifest
@@ -23,11 +23,7 @@ from conftest import ROOT
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
 
 
-class OkLauncher(LauncherBase):
-    def run(self, spec, cache_dir, log_path, timeout_s):
-        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4}
-
-
+@pytest.mark.evidence
 def test_the_schema_file_is_what_the_module_writes_and_every_committed_manifest_meets_it():
     assert (ROOT / "collector" / "record" / "run.schema.json").read_text() == manifest.write_schema()
     found = sorted((ROOT / "data" / "examples").glob("*/run.json")) + sorted((ROOT / "tests").rglob("run.json"))

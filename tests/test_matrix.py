@@ -105,16 +105,18 @@ def test_dynamic_axis_keeps_old_cell_ids_and_names_its_variants():
 def test_dry_run_plans_a_gpu_run_on_a_machine_without_one(tmp_path, capsys):
     """`--dry-run` with an explicit preset probes nothing (the `default` preset asks for CUDA),
     and with the run folder it marks what is saved, failed cells by their status."""
-    import shutil
+    from dataclasses import asdict
 
-    from conftest import ROOT
+    from collector.record.schema import write_row
 
     out = tmp_path / "runs"
     cells = out / "default-h200" / "cells"
     cells.mkdir(parents=True)
-    src = ROOT / "data" / "examples" / "default-h200" / "cells"
-    for name in ("gnn__infer__amp_bf16__bs16__default__model", "resnet50__infer__amp_bf16__bs32__aot-inductor__model"):
-        shutil.copy(src / f"{name}.parquet", cells)
+    by_id = {c.cell_id: c for c in mx.build_matrix("default").cells}
+    for name, status in (("gnn__infer__amp_bf16__bs16__default__model", "ok"),
+                         ("resnet50__infer__amp_bf16__bs32__aot-inductor__model", "crashed")):
+        write_row({"run_id": "default-h200", "cell_id": name, **asdict(by_id[name]), "status": status},
+                  cells / f"{name}.parquet")
     assert collector_main(["--preset", "default", "--run-id", "default-h200", "--out", str(out), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "gnn__infer__amp_bf16__bs16__default__model  [done]" in lines

@@ -66,6 +66,7 @@ def _pairs(specs: list[str]):
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_a_planted_change_repeats_in_every_lease_and_aa_pairs_call_nothing():
     """Planted 10% on the compiled step, each against its control, in three H200 leases (aa-h200,
     aa-x2, g1): every planted GPU-bound cell is called a regression in every pair that has it.
@@ -86,6 +87,7 @@ def test_a_planted_change_repeats_in_every_lease_and_aa_pairs_call_nothing():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_published_version_comparison_says_what_repeats_in_three_leases(tmp_path):
     assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "1000",
                           "--baseline", V[0], "--candidate", V[1], "--repeat", T3, "--repeat", T4]) == 0
@@ -118,12 +120,14 @@ def test_the_published_version_comparison_says_what_repeats_in_three_leases(tmp_
     (["--baseline", V[0], "--candidate", V[1], "--repeat", "t3-h200-torch2.11.0-cu130:t3-h200-torch2.12.1-cu130"],
      "is torch 2.12.1+cu130 against 2.11.0+cu130 on NVIDIA H200, the comparison torch 2.14.1+cu130"),
 ])
+@pytest.mark.evidence
 def test_a_repeat_that_is_not_one_is_refused_by_name(argv, words, tmp_path, capsys):
     assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--reps", "50"]
                          + argv) == 2
     assert words in capsys.readouterr().err
 
 
+@pytest.mark.evidence
 def test_repeats_on_one_machine_are_said_to_be(tmp_path):
     """A repeat pair that shares a machine boot with the comparison repeats on one machine only."""
     loaded, pairs = _pairs(["aa-venv-direct:aa-venv-venv", "aa-venv-venv:aa-venv-direct"])

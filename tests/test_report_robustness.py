@@ -162,6 +162,7 @@ def test_full_output_disk_is_one_message_exit_3_and_no_half_report(fixture_copy,
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_shipped_examples_pass_every_check():
     loaded, n = _count(ROOT / "data" / "examples")
     assert loaded.skipped == [] and n > 100

@@ -16,6 +16,7 @@ from collector.host.runner import collect
 from collector.plan import matrix as mx
 from collector.record import schema
 from collector.record.result import IDENTITY, CellResult, ResultError
+from support.launchers import OkLauncher
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
 
 
@@ -52,39 +53,17 @@ def test_a_result_that_breaks_the_contract_is_a_crashed_process_that_names_it():
     assert received({"status": "ok", "eager_step_ms": [1.0]}).eager_step_ms == [1.0]
 
 
-class _Launcher:
-    name = "exec"
-
-    def __init__(self, result):
-        self.result = result
-
-    def for_worker(self, worker):
-        return self
-
-    def prepare(self, logs_dir):
-        pass
-
-    def describe(self):
-        return None
-
-    def close(self):
-        pass
-
-    def run(self, spec, cache_dir, log_path, timeout_s):
-        return dict(self.result)
-
-
 def test_the_row_written_holds_what_the_process_said_or_why_not(tmp_path):
     """Through the scheduler to the Parquet file: a good result lands column for column; one with a
     misspelt column is a crashed row naming it, not an ok row missing its samples."""
     m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"],
                                   "batch_sizes": [8], "dtypes": ["float32"], "processes": 1})
     good = {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4, "kernel_count": 5}
-    run = collect(m, ENV, tmp_path, "good", _Launcher(good), out=io.StringIO())
+    run = collect(m, ENV, tmp_path, "good", OkLauncher(good), out=io.StringIO())
     row = pq.read_table(next((run / "cells").glob("*.parquet"))).to_pylist()[0]
     assert row["status"] == "ok" and row["compiled_step_ms"] == [1.0] * 4 and row["kernel_count"] == 5
     bad = {**good, "compiled_step_mss": good.pop("compiled_step_ms")}
-    run = collect(m, ENV, tmp_path, "bad", _Launcher(bad), out=io.StringIO())
+    run = collect(m, ENV, tmp_path, "bad", OkLauncher(bad), out=io.StringIO())
     row = pq.read_table(next((run / "cells").glob("*.parquet"))).to_pylist()[0]
     assert row["status"] == "crashed" and "'compiled_step_mss' is not a measured column" in row["error"]
 

@@ -66,6 +66,7 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
     assert h.spread(runs["r0"], "c", "compiled").runs == 3 and h.spread(runs["r0"], "c", "speedup").runs == 4
 
 
+@pytest.mark.evidence
 def test_the_launch_bound_rule_of_the_sibling_levels_is_the_reports():
     """history.launch_bound against analysis/data/sql/cell_stats.sql's flag on every cell of two H200 runs."""
     from analysis.run_report.context import prepare
@@ -82,6 +83,7 @@ def test_the_launch_bound_rule_of_the_sibling_levels_is_the_reports():
         assert ("eager" not in got) == elb and ("compiled" not in got) == clb, (run_id, cid)
 
 
+@pytest.mark.evidence
 def test_a_same_build_aa_with_siblings_calls_no_draw_and_the_holdout_plant_is_called():
     """On the machine of aa-venv-* and v-h200 (three torch 2.11 runs) the MoE's compiled step moved
     -1.0% and -6.1% between runs: with the siblings' spread the A/A calls nothing there; the holdout
@@ -127,6 +129,7 @@ def test_a_shift_of_both_sides_in_nearly_every_cell_is_named_once_and_the_speedu
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_false_alarm_budget_in_the_docs_is_what_the_benchmark_prints():
     out = subprocess.run([sys.executable, "benchmarks/false_alarms.py"], cwd=ROOT, capture_output=True,
                          text=True, timeout=600, check=True).stdout

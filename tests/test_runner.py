@@ -359,6 +359,7 @@ def test_session_records_a_fingerprint_of_the_collector_source(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("run_id,preset", [("default-h200", "default"), ("shapes-h200", "shapes")])
+@pytest.mark.evidence
 def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, run_id, preset):
     """A later GPU session continues a shipped run (data/examples/<run id>): the current preset and
     protocol must accept it and measure only the cells it lacks (none, once it is complete)."""
@@ -384,6 +385,7 @@ def test_shipped_h200_runs_resume_under_their_current_preset(tmp_path, capsys, r
 
 @pytest.mark.parametrize("run_id,preset", [("repeat-h200-a", "repeat"), ("repeat-h200-b", "repeat"),
                                             ("default-h200-p3", "default"), ("shapes-h200-p3", "shapes")])
+@pytest.mark.evidence
 def test_shipped_replicate_runs_resume_under_their_preset(tmp_path, capsys, run_id, preset):
     """The 3-process runs resume under their current preset (its default protocol), each missing
     cell measured in 3 processes (one cell is removed from each copy: the H200 runs are complete)."""

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collector.host.launch import LauncherBase
+from support.launchers import OkLauncher
 from analysis.data.load import discover_runs, load
 from collector.plan import matrix as mx
 from collector.commands import shard
@@ -15,11 +15,6 @@ from collector.host.runner import collect
 from conftest import ROOT
 
 ENV = {"device": "cpu", "device_name": "x", "torch_version": "1", "hostname": "h"}
-
-
-class OkLauncher(LauncherBase):
-    def run(self, spec, cache_dir, log_path, timeout_s):
-        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4}
 
 
 def _matrix():

@@ -194,6 +194,7 @@ def test_t_at_non_integer_degrees_of_freedom_as_welch_needs():
     assert lo < 1.0 < hi and (hi - lo) / 2 == pytest.approx(t_quantile(0.975, df) * np.sqrt(va + vb), rel=2e-3)
 
 
+@pytest.mark.evidence
 def test_a_cells_own_interval_is_the_exact_t_bound():
     """stats.t_quantile (closed form, bisection) agrees with the integrated density for small and
     large df; a run's per-cell interval of a cell with several processes is exp of the exact t

@@ -133,6 +133,7 @@ def test_the_confirmation_preset_holds_exactly_the_moved_cells():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_h200_suite_screen_reports_its_suites_in_the_report_and_estimates(tmp_path):
     """The published suite screen (data/examples/su-h200-*): the run report's verdict and estimates.json
     carry each suite's figures, and the comparison's estimates.json both runs' and the change."""
@@ -160,6 +161,7 @@ def test_the_h200_suite_screen_reports_its_suites_in_the_report_and_estimates(tm
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_published_suite_figures_survive_an_independent_recomputation(tmp_path):
     """benchmarks/suite_models.py reads the cell files with pyarrow alone; its per-suite geometric mean of
     the speedups and pass counts must equal what analysis/ (DuckDB) puts in each run's estimates.json."""

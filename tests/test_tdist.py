@@ -71,6 +71,7 @@ def test_many_terms_of_a_geometric_mean_match_the_draws():
     assert hi == pytest.approx(np.quantile(draws, 0.975), rel=5e-3) and lo == pytest.approx(-hi)
 
 
+@pytest.mark.evidence
 def test_a_comparison_of_cells_with_processes_draws_no_random_number(monkeypatch):
     """The v-h200 comparison (every cell 3 processes a run): its calls come from no generator at
     all, so no seed can change them; GNN training's speedup change is +12.9%, -1.4% to +29.3%, not

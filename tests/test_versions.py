@@ -114,6 +114,7 @@ def test_the_one_call_rule():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_first_call_noise_constants_are_what_the_committed_aa_pairs_give():
     out = subprocess.run([sys.executable, "benchmarks/first_call_noise.py"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
@@ -138,6 +139,7 @@ def _called(rows, quantity):
     return {p.label for p in rows if p.quantity == quantity}
 
 
+@pytest.mark.evidence
 def test_the_h200_release_comparison_lists_a_tight_compiled_regression_with_a_wide_speedup():
     """torch 2.14.1 against 2.11.0, interleaved on one H200: the MoE's reduce-overhead compiled step is
     +3.3% (tight) while its speedup interval is wide (launch-bound eager): it is a regression, by quantity."""
@@ -153,6 +155,7 @@ def test_the_h200_release_comparison_lists_a_tight_compiled_regression_with_a_wi
     assert rep.caveats[0].startswith("Measured on one machine, interleaved")
 
 
+@pytest.mark.evidence
 def test_the_aa_across_interpreters_calls_nothing_and_the_planted_5_percent_is_called():
     """The image's torch run directly and through a virtualenv: no call in any quantity. The same
     virtualenv with every compiled step slowed 5%: the compiled step called in every cell."""
@@ -163,6 +166,7 @@ def test_the_aa_across_interpreters_calls_nothing_and_the_planted_5_percent_is_c
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
     runs = ["smoke-cpu-cuda-torch2.12.1", "smoke-cpu-torch2.13.0-a", "smoke-cpu-cuda-torch2.14.1"]
     rep = _compare(runs[0], runs[2], runs=runs)
@@ -174,6 +178,7 @@ def test_a_trend_over_three_runs_renders_per_cell(tmp_path):
     assert (tmp_path / "out" / "assets" / "trend.png").stat().st_size > 1000
 
 
+@pytest.mark.evidence
 def test_per_process_medians_have_one_python_implementation_and_the_sql_twin_agrees():
     """collector.record.contract.process_medians is what the progress line, the statistics and the
     comparison use; the report's SQL (cell_stats.sql) computes the same figures."""
@@ -297,6 +302,7 @@ def test_the_cli_hands_one_request_to_the_chosen_executor(tmp_path, monkeypatch)
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_comparison_writes_its_calls_machine_readable(tmp_path):
     """estimates.json beside a comparison: every quantity of every cell, B/A with its interval and
     call; a release gate fails on any 'regressed' (here none: the MoE's compiled +3.3% is inside the
@@ -317,6 +323,7 @@ run-to-run spread of the 2.11 run's sibling runs)."""
     assert all(c["lo"] <= c["ratio"] <= c["hi"] for c in data["changes"] if c["ratio"] is not None)
 
 
+@pytest.mark.evidence
 def test_the_guard_counts_of_the_committed_guard_logs():
     """benchmarks/guard_counts.py on the gd-* runs' TORCH_LOGS=guards logs (ResNet-50 bs1
     reduce-overhead): 2.14.1's guard tree is 2.11's plus one kind, docs/findings-versions.md quotes it."""
@@ -335,6 +342,7 @@ def test_the_guard_counts_of_the_committed_guard_logs():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_ones():
     """benchmarks/autotune_draws.py over the committed MoE compiles of both versions: every compile
     that chose XBLOCK=512/8 warps for the cast or the GELU kernel is slower than every compile that did
@@ -367,6 +375,7 @@ def test_the_moe_compiles_that_chose_the_slow_launch_configuration_are_the_slow_
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
     """autotune_draws.py --timings reads Inductor's autotuning log of each process (the cell logs of
     mt11-1 and mt14-1, 10 cold compiles a version): the configuration each compile's record says it
@@ -409,6 +418,7 @@ def test_each_compile_chose_the_candidate_its_autotuner_timed_fastest():
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the_big_plants():
     """benchmarks/cold_compile_power.py on the committed COLD_REPLICATES pairs: the comparison's interval
     (Welch widened by the run-wide A/A shift) calls nothing in the A/A pairs (GPU cp-a/cp-b and cp5-a/b,
@@ -431,6 +441,7 @@ def test_the_cold_compile_interval_over_cold_replicates_calls_no_aa_cell_and_the
 
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
 def test_the_like_for_like_change_calls_nothing_in_an_aa_pair_and_finds_a_planted_5_percent(tmp_path):
     """autotune_draws.py --by run: the change between two runs among the compiles of one draw. A/A: cp-a
     against cp-b (one torch, one machine, every process compiled cold): the interval holds 0. Planted:
