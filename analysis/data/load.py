@@ -1,9 +1,9 @@
 """Find runs, check their Parquet files against the contract, load them into DuckDB.
 
-Every file is checked on its own before any union, by the record layer's one rule (collector/record/cellfile.py:
-readable, this schema's columns with its types, a known version, one row, named after its cell): a bad file is reported by
-name and left out, and never changes how the other files are read; `strict=True` turns bad
-files into an error. A run is its folder: its id is the folder's name (reports are written
+Every file is checked on its own before any union, by the record layer's one rule
+(collector/record/cellfile.py: readable, this schema's columns with its types, a known version, one
+row, named after its cell): a bad file is reported by name and left out, and never changes how the
+other files are read; `strict=True` turns bad files into an error. A run is its folder: its id is the folder's name (reports are written
 under that name, never under a name read from a file), and an unreadable run.json affects that
 run only.
 """

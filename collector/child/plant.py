@@ -7,6 +7,7 @@ import statistics
 import time
 
 from collector.child.childlog import log
+from collector.record.result import CellResult
 
 def _planted(torch, step, delay_ms: float, cycles_per_ms: float):
     """`step` followed by `delay_ms` of work on both critical paths: the same time of device work
@@ -57,7 +58,7 @@ def calibrate_plant(median_of, step, wrap, pct: float) -> tuple[float, dict]:
     return delay, fit
 
 
-def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: dict, spb: int = 9, k: int = 1,
+def plant_slowdown(torch, cuda: bool, step, pct: float, clock, record: CellResult, spb: int = 9, k: int = 1,
                    delay_ms: float | None = None):
     """A test option (protocol plant_slowdown_pct): `step` followed by extra work that lengthens
     it by `pct`% of its own median time, calibrated here on blocks of the timed blocks' shape

@@ -12,6 +12,7 @@ from typing import Callable
 from collector import models, modes
 from collector.child.childlog import log
 from collector.child.accuracy import _tree_tensors
+from collector.record.result import CellResult
 
 
 class ExportError(RuntimeError):
@@ -102,7 +103,7 @@ class Sides:
     compiled_opt: object
 
 
-def _make_sides(torch, job, module, inputs, target, loss_fn, autocast, record: dict) -> Sides:
+def _make_sides(torch, job, module, inputs, target, loss_fn, autocast, record: CellResult) -> Sides:
     """Both sides' steps. Each step returns its output or loss; `record` receives the
     aot-inductor stage times."""
     import copy

@@ -20,6 +20,7 @@ from collector.child import diagnostics
 
 from collector import modes
 from collector.child.childlog import log
+from collector.record.result import CellResult
 
 
 @dataclass
@@ -85,7 +86,7 @@ MAX_STEPS_PER_BLOCK = 500
 ENERGY_WINDOW_S = 1.0  # energy: each side runs back to back for at least this long (the counter is coarse)
 
 
-def _energy_window(side, step, median_ms, clock, monitor, result) -> None:
+def _energy_window(side, step, median_ms, clock, monitor, result: CellResult) -> None:
     """Energy of one side: steps back to back for at least ENERGY_WINDOW_S, the GPU's energy
     counter read once before and once after (synchronised): joules, steps and seconds.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collector.record.schema import COLUMNS, FIELDS, SCHEMA_VERSION, arrow_type, columns_of, file_kind, regular
+from collector.record.schema import COLUMNS, SCHEMA_VERSION, arrow_schema, columns_of, file_kind, regular
 
 KEYS = ("schema_version", "cell_id", "status")  # what is read of a file's values
 
@@ -40,7 +40,7 @@ class Saved:
 def breaches(file_schema: pa.Schema) -> str | None:
     """Why a file's columns break the contract: no schema_version column, a column of the oldest
     schema missing, a column the contract does not have, a column stored as another type."""
-    ref = {name: arrow_type(t) for name, t in FIELDS}
+    ref = {f.name: f.type for f in arrow_schema()}
     names = set(file_schema.names)
     if "schema_version" not in names:
         return "no schema_version column: not a cell file of this project"
