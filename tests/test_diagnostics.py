@@ -5,6 +5,7 @@ tests/test_diagnostics.py`, since the module reads private APIs that change betw
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 
@@ -168,3 +169,31 @@ def test_activity_changes_only_when_something_compiles():
     after_compile = diagnostics.activity(torch)
     f(x)
     assert after_compile != before and diagnostics.activity(torch) == after_compile
+
+
+def test_the_captured_graph_is_counted_by_op_and_says_which_ops_a_path_adds():
+    """A real Dynamo trace (no Inductor) of a module whose forward takes another path by a flag: the
+    record names the ops of each, so two runs' records show what one path added."""
+    import torch
+
+    from collector.child.graph_ops import capture
+
+    class Net(torch.nn.Module):
+        def __init__(self, mask):
+            super().__init__()
+            self.lin, self.mask = torch.nn.Linear(8, 8), mask
+
+        def forward(self, x):
+            y = torch.nn.functional.gelu(self.lin(x))
+            if self.mask:  # the path transformers takes under torch < 2.14: build a mask in the graph
+                y = torch.where(torch.arange(8) <= 3, y, y * 0)
+            return y + 1
+
+    x = torch.randn(2, 8)
+    plain = capture(torch, Net(False), [x], "infer", contextlib.nullcontext, None)
+    masked = capture(torch, Net(True), [x], "infer", contextlib.nullcontext, None)
+    assert plain["graphs"] == 1 and plain["ops"]["torch.nn.functional.gelu"] == 1
+    assert plain["ops"]["operator.add"] == 1
+    added = {k for k in masked["ops"] if k not in plain["ops"]}
+    assert {"torch.arange", "torch.where"} <= added
+    assert masked["nodes"] > plain["nodes"]

@@ -115,3 +115,27 @@ def test_a_gpu_profile_keeps_kernels_and_the_host_side_apart(monkeypatch):
     assert rec["host"]["ops"][0] == {"name": "aten::addmm", "kind": "aten", "calls": 4.0, "us": 30.0}
     cpu = profile.profile_side(torch, lambda: None, 10, False, lambda: None)
     assert "host" not in cpu and cpu["us_per_step"] == pytest.approx(45.0)
+
+
+@pytest.mark.parametrize("name, family", [
+    ("triton_poi_fused_add_mul_3", "triton_poi_fused_add_mul"),
+    ("triton_per_fused__softmax_12", "triton_per_fused__softmax"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+     "at::native::vectorized_elementwise_kernel"),
+    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NNT", "nvjet"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "sm90_xmma"),
+    ("## Call CompiledFxGraph f245i7ig5pjy2qn3uwzwvapuieipqb33qump2suz2cewedh4mack ##", "## Call CompiledFxGraph ##"),
+])
+def test_kernel_families_drop_what_a_recompile_renumbers(name, family):
+    from collector.record.contract import kernel_family
+
+    assert kernel_family(name) == family
+
+
+def test_the_record_counts_every_launch_and_groups_every_kernel_by_family():
+    # 40 kernels: more than the 30 kept by name; the launches and families still cover all of them
+    events = [(f"triton_poi_fused_add_{i}", 10.0, 2) for i in range(40)] + [("nvjet_tst_64x8_NNT", 50.0, 4)]
+    rec = profile.summarize(events, 2, "cuda")
+    assert rec["launches"] == (40 * 2 + 4) / 2
+    assert rec["families"] == {"triton_poi_fused_add": [40.0, 200.0], "nvjet": [2.0, 25.0]}
+    assert len(rec["kernels"]) == profile.TOP

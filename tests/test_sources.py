@@ -76,6 +76,57 @@ def test_dry_run_lists_cells_of_all_three_kinds(capsys):
     assert "3 cells" in out
 
 
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_whisper_builds_speech_inputs_within_its_decoder_limit():
+    """input_features of num_mel_bins x 2 max_source_positions frames; the decoder's ids and labels
+    no longer than max_target_positions (512 would fail: "cannot exceed ... 448 tokens")."""
+    ref = ("hf:WhisperForConditionalGeneration:d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,"
+           "decoder_attention_heads=2,encoder_ffn_dim=32,decoder_ffn_dim=32,max_source_positions=16,num_mel_bins=8,"
+           "max_target_positions=12")
+    name, opts = models.parse_ref(ref)
+    built = models.build(name, 2, opts)
+    assert built.module.names == ("input_features", "decoder_input_ids", "labels")
+    assert tuple(built.inputs[0].shape) == (2, 8, 32) and tuple(built.inputs[1].shape) == (2, 12)
+    assert built.settings == {"mel_bins": 8, "frames": 32, "decoder_seq_len": 12}
+    loss = built.loss(built.module(*built.inputs), built.target)
+    loss.backward()
+    assert math.isfinite(loss.item())
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_an_attention_mask_is_an_option_of_the_cell():
+    padded = TINY_BERT + ",attention_mask=padded"
+    name, opts = models.parse_ref(padded)
+    built = models.build(name, 4, opts)
+    assert built.module.names == ("input_ids", "attention_mask", "labels")
+    mask = built.inputs[1]
+    assert mask.sum(dim=1).tolist() == [16, 14, 12, 10]  # row i keeps seq - i*seq/(2*batch) tokens
+    assert built.settings["attention_mask"] == "padded"
+    out = built.module(*built.inputs)
+    assert math.isfinite(built.loss(out, built.target).item())
+    ones = models.build(name, 2, {**opts, "attention_mask": "ones"})
+    assert ones.inputs[1].min().item() == 1
+    with pytest.raises(models.ModelBuildError, match="attention_mask='half': one of none, ones, padded"):
+        models.build(name, 2, {**opts, "attention_mask": "half"})
+    assert models.canonical_ref(name, opts) != models.canonical_ref(*models.parse_ref(TINY_BERT))  # part of the key
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_a_class_whose_inputs_the_source_cannot_build_is_skipped_with_the_reason():
+    from collector.child.cell import classify
+    from collector.models.base import ModelSkipped
+
+    with pytest.raises(ModelSkipped, match="no vocabulary of its own") as caught:
+        models.build("hf:CLIPModel", 2, {})
+    assert classify(caught.value, "setup") == "skipped"
+    spec = {"kind": "cold", "device": "cpu", "protocol": {"processes": 1},
+            "cell": {"model": "hf:CLIPModel", "phase": "infer", "dtype": "float32", "batch_size": 2,
+                     "mode": "default", "compile_scope": "model"}}
+    result = cell.run_cell(spec)  # the cell process's own path: a skipped row with the reason alone
+    assert result["status"] == "skipped" and "no vocabulary of its own" in result["error"]
+    assert "Traceback" not in result["error"] and "during setup" not in result["error"]
+
+
 def test_suite_presets_hold_the_issue_sizes_and_combine():
     timm = mx.build_matrix("timm")
     hf = mx.build_matrix("huggingface")
@@ -87,6 +138,15 @@ def test_suite_presets_hold_the_issue_sizes_and_combine():
     assert len({c.model for c in both.cells if c.phase == "train"}) >= 10
     assert [c.cell_id for c in both.cells] == [c.cell_id for c in timm.cells + hf.cells]
     assert both.protocol.processes == 1 and not both.protocol.warm_compile  # the screening protocol
+    assert both.protocol.kernel_profile and both.protocol.graph_capture  # what moved, in every screen cell
+    # PyTorch's list batch sizes (benchmarks/dynamo/*_models_list.txt), both modes, training
+    size = {(c.model, c.phase): c.batch_size for c in both.cells}
+    assert size[("timm:resnet50", "infer")] == 128 and size[("timm:ghostnet_100", "infer")] == 512
+    assert size[("hf:BertForMaskedLM", "infer")] == 32 and size[("hf:DistilBertForMaskedLM", "infer")] == 256
+    assert size[("hf:ElectraForQuestionAnswering", "infer")] == 128 and size[("hf:OPTForCausalLM", "infer")] == 4
+    assert size[("hf:BertForMaskedLM", "train")] == 32 and size[("timm:mobilenetv3_large_100", "train")] == 512
+    for m in timm_models | hf_models:
+        assert {c.mode for c in both.cells if c.model == m and c.phase == "infer"} == {"default", "reduce-overhead"}
     assert {c.model for c in mx.build_matrix("builtin").cells} == set(models.names())
 
 
@@ -211,6 +271,17 @@ def test_hf_and_user_cells_collect_on_the_cpu(tmp_path):
     assert rows[USER]["status"] == "ok" and rows[USER]["compiled_step_ms"]
     assert rows["examples/user_model.py:broken"]["status"] == "build_error"
     assert "examples/user_model.py:broken" in rows["examples/user_model.py:broken"]["error"]
+    # what built the model and what Dynamo captured, recorded by the real path (schema v11)
+    import transformers
+
+    assert json.loads(bert["packages_json"])["transformers"] == transformers.__version__
+    assert json.loads(bert["inputs_json"])["seq_len"] == 16
+    assert json.loads(bert["inputs_json"])["attention_mask"] == "none"
+    assert len(json.loads(rows[USER]["packages_json"])["user_file"]) == 16
+    ops = json.loads(bert["graph_ops_json"])
+    assert ops["graphs"] >= 1 and ops["ops"].get("torch.nn.functional.linear", 0) >= 4
+    env = json.loads((tmp_path / "src" / "run.json").read_text())["environment"]
+    assert env["model_packages"]["transformers"] == transformers.__version__
 
 
 def _timm_python():

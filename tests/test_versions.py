@@ -235,7 +235,8 @@ def test_an_old_or_broken_run_json_is_upgraded_or_named(tmp_path, capsys):
     assert upgrade_manifest({"protocol": {"blocks": 8}})["protocol"] == {"blocks": 8, "processes": 1,
                                                                           "plant_slowdown_pct": 0,
                                                                           "cold_replicates": False,
-                                                                          "plant_compile_ms": 0}
+                                                                          "plant_compile_ms": 0,
+                                                                          "graph_capture": False}
     run = tmp_path / "r"
     run.mkdir()
     args = ["--preset", "smoke", "--models", "mlp", "--modes", "default", "--out", str(tmp_path),

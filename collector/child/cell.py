@@ -21,6 +21,7 @@ from collector.child import childlog
 from collector.child.childlog import _partial, log
 # the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
 from collector.models import ModelBuildError
+from collector.models.base import ModelSkipped
 from collector.record.result import CellResult
 from collector.child.sides import ExportError
 from collector.child.stages import Stage, measure
@@ -44,6 +45,8 @@ def looks_like_oom(text: str) -> bool:
 def classify(exc: BaseException, stage: str) -> str:
     """Map an exception to a row status: out of memory is `oom` in every stage."""
     text = f"{type(exc).__name__} {exc}"
+    if isinstance(exc, ModelSkipped):
+        return "skipped"
     if isinstance(exc, ExportError):
         return "export_error"
     if isinstance(exc, MemoryError) or looks_like_oom(text):
@@ -88,7 +91,8 @@ def run_cell(spec: dict, partial_path: Path | None = None) -> CellResult:
         traceback.print_exc()
         tail = "".join(traceback.format_exception(exc)[-3:])
         result["status"] = classify(exc, stage.name)
-        result["error"] = f"during {stage.name}: {type(exc).__name__}: {exc}"[:1500] + "\n" + tail[-1500:]
+        result["error"] = (str(exc)[:1500] if result["status"] == "skipped" else  # a reason, not a fault
+                           f"during {stage.name}: {type(exc).__name__}: {exc}"[:1500] + "\n" + tail[-1500:])
     log(f"finished: {result.get('status')}")
     return result
 

@@ -10,8 +10,11 @@ compare it between runs, not with the timed step):
 
     {"device": "cuda", "steps": 20, "us_per_step": 5512.3, "kinds": {"triton": 2210.4, ...},
      "kernels": [{"name": ..., "kind": "conv", "calls": 53.0, "us": 3120.7}, ...], "other_us": 12.1,
+     "launches": 187.0, "families": {"triton_poi_fused_add_mul": [12.0, 310.2], ...},
      "host": {"us_per_step": 810.2, "ops": [{"name": "cudaGraphLaunch", "kind": "other", ...}, ...]}}
 
+`launches` counts every kernel a step runs (on the CPU: operator calls); `families` groups every
+kernel by its name less what a recompile renumbers (contract.kernel_family), calls and us a step.
 It is a diagnostic: every failure leaves the figure null with the reason in the cell's log, never
 fails the cell. The profiler's own overhead lengthens the profiled steps' wall time, not the kernels'
 device time, so only device (or self CPU) time is kept.
@@ -23,7 +26,7 @@ import math
 import time
 
 from collector.child.childlog import log
-from collector.record.contract import is_annotation
+from collector.record.contract import FAMILIES_KEPT, is_annotation, kernel_family
 
 PROFILE_MS = 200.0  # profile about this much step time per side
 MIN_STEPS, MAX_STEPS = 3, 50
@@ -77,7 +80,24 @@ def summarize(events: list[tuple[str, float, int]], steps: int, device: str) -> 
     top = [{"name": n, "kind": kind[n], "calls": c / steps, "us": us / steps} for n, (us, c) in ranked[:TOP]]
     return {"device": device, "steps": steps, "us_per_step": sum(kinds.values()),
             "kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-            "kernels": top, "other_us": sum(us for _, (us, _) in ranked[TOP:]) / steps}
+            "kernels": top, "other_us": sum(us for _, (us, _) in ranked[TOP:]) / steps,
+            "launches": sum(c for _, (_, c) in totals.items()) / steps, "families": families(totals, steps)}
+
+
+def families(totals: dict, steps: int) -> dict:
+    """{family: [calls a step, us a step]} of every kernel (contract.kernel_family), the largest
+    FAMILIES_KEPT by time, the rest summed under "(others)"."""
+    fam: dict[str, list[float]] = {}
+    for name, (us, calls) in totals.items():
+        f = fam.setdefault(kernel_family(name), [0.0, 0.0])
+        f[0] += calls / steps
+        f[1] += us / steps
+    ranked = sorted(fam.items(), key=lambda kv: -kv[1][1])
+    out = {k: [round(c, 3), round(us, 3)] for k, (c, us) in ranked[:FAMILIES_KEPT]}
+    if len(ranked) > FAMILIES_KEPT:
+        rest = ranked[FAMILIES_KEPT:]
+        out["(others)"] = [round(sum(c for _, (c, _) in rest), 3), round(sum(us for _, (_, us) in rest), 3)]
+    return out
 
 
 def _events(torch, prof, cuda: bool) -> list[tuple[str, float, int]]:

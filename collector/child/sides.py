@@ -19,8 +19,32 @@ class ExportError(RuntimeError):
     """torch.export (mode aot-inductor) could not capture the model: status export_error."""
 
 
-def _setup(job):
-    """Import torch, apply precision settings, build the model on the device: (torch, parts)."""
+def provenance(model: str, built) -> dict:
+    """The row's record of what built the model (packages_json: the model packages' versions, a user
+    file's sha256) and what shaped its inputs (inputs_json: each input's shape and dtype, and the
+    source's settings), as JSON text."""
+    import hashlib
+    import json
+
+    from collector.record.contract import USER_FILE, model_packages
+
+    packages = model_packages()
+    if models.sources.kind_of(model) == "user":
+        target = model.partition(":")[0]
+        path = Path(target) if target.endswith(".py") else None
+        if path is not None and not path.is_absolute():
+            path = models.sources.PROJECT_ROOT / path
+        if path is not None and path.is_file():
+            packages[USER_FILE] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    shapes = [{"shape": list(getattr(x, "shape", ())), "dtype": str(getattr(x, "dtype", type(x).__name__))
+               .replace("torch.", "")} for x in built.inputs]
+    inputs = {"inputs": shapes, **dict(sorted((built.settings or {}).items()))}
+    return {"packages_json": json.dumps(packages, sort_keys=True), "inputs_json": json.dumps(inputs)}
+
+
+def _setup(job, record: dict | None = None):
+    """Import torch, apply precision settings, build the model on the device: (torch, parts);
+    `record` receives the model's provenance (packages_json, inputs_json)."""
     import torch
 
     cell, proto = job.cell, job.protocol
@@ -29,6 +53,8 @@ def _setup(job):
     torch.backends.cudnn.allow_tf32 = proto.tf32
     name, opts = models.parse_ref(cell.model)
     built = models.build(name, cell.batch_size, opts)
+    if record is not None:
+        record.update(provenance(cell.model, built))
     dev = torch.device(job.device)
     module = built.module.to(dev)
     inputs = [x.to(dev) for x in built.inputs]

@@ -20,53 +20,13 @@ from collector.child.accuracy import ERROR_MULTIPLIER, _check_accuracy
 from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
 from collector.child.sides import Sides, _capture, _make_sides, _reference64, _setup
+from collector.child.sweep import _recompile_sweep
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
 
 
 class Stage:
     """Which part of the protocol is running, so an exception can be classified."""
     name = "setup"
-
-
-SWEEP_FACTORS = (2, 4, 0.5)  # batch sizes tried after the timed one, in this order
-
-
-def _recompile_sweep(torch, job, dev, inputs, float_inputs, compiled_step, clock, result) -> None:
-    """In this process, after timing: call the compiled step at other batch sizes (x2, x4, /2) and
-    record each first call's time and how many recompiles the sweep cost (inference cells).
-    What it shows depends on `dynamic`: false recompiles for every size; true should not; the
-    default (auto) recompiles once, then marks the batch dimension dynamic."""
-    cell = job.cell
-    name, opts = models.parse_ref(cell.model)
-    sizes = []
-    for factor in SWEEP_FACTORS:
-        bs = max(1, int(cell.batch_size * factor))
-        if bs != cell.batch_size and bs not in sizes:
-            sizes.append(bs)
-    original = list(inputs)
-    before = diagnostics.snapshot(torch)
-    times = []
-    try:
-        for bs in sizes:
-            built = models.build(name, bs, opts)
-            new = [x.to(dev) for x in built.inputs]
-            if cell.dtype in ("bfloat16", "float16"):
-                low = getattr(torch, cell.dtype)
-                new = [x.to(low) if i in float_inputs else x for i, x in enumerate(new)]
-            inputs[:] = new  # the steps read this list
-            clock.sync()
-            t0 = time.perf_counter()
-            compiled_step()
-            clock.sync()
-            times.append(time.perf_counter() - t0)
-    finally:
-        inputs[:] = original
-    found = diagnostics.since(torch, before)
-    result.update(sweep_batch_sizes=[float(b) for b in sizes], sweep_first_call_s=times,
-                  sweep_recompile_count=found.get("recompile_count"),
-                  sweep_graph_count=found.get("graph_count"))
-    log(f"recompile sweep over batch sizes {sizes}: first calls {[round(t, 3) for t in times]} s, "
-        f"recompiles {found.get('recompile_count')}")
 
 
 def _save_portable(torch, path: Path, result: CellResult) -> None:
@@ -109,6 +69,7 @@ class CellRun:
     ref_grads: object = None
     got_out: object = None
     got_grads: object = None
+    autocast: object = None  # the cell's autocast context (a function returning one)
 
     @property
     def cuda(self) -> bool:
@@ -164,6 +125,7 @@ def measure(spec: dict, result: CellResult, stage: Stage) -> None:
     _timing(run)
     _profile(run)
     _sweep(run)
+    _graph_ops(run)
     _final_status(run)
 
 
@@ -179,7 +141,7 @@ def _needs_missing(job, result: CellResult) -> bool:
 def _start(job, result: CellResult, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
     log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
-    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job)
+    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result)
     log(f"torch imported, model built on {dev}")
     from collector.child.timing import CpuClock, CudaClock
 
@@ -189,7 +151,7 @@ def _start(job, result: CellResult, stage: Stage) -> CellRun:
     sides = _make_sides(torch, job, module, inputs, target, loss_fn, autocast, result)
     log(f"sides built in {time.perf_counter() - t_sides:.2f} s")
     return CellRun(job, result, stage, torch, dev, clock, sides, inputs, float_inputs, module, target,
-                   loss_fn)
+                   loss_fn, autocast=autocast)
 
 
 def _portable_first_call(run: CellRun) -> None:
@@ -381,6 +343,16 @@ def _sweep(run: CellRun) -> None:
         run.stage.name = "sweep"
         _recompile_sweep(run.torch, run.job, run.dev, run.inputs, run.float_inputs, run.sides.compiled, run.clock,
                          run.result)
+
+
+def _graph_ops(run: CellRun) -> None:
+    """The cold process, last, if asked: the captured graph's ops (collector.child.graph_ops)."""
+    if run.cold and run.job.protocol.graph_capture and run.sides.compiled is not None:
+        from collector.child.graph_ops import for_cell
+
+        run.stage.name = "graph capture"
+        run.result["graph_ops_json"] = for_cell(run.torch, run.job.cell, run.sides.eager_module, run.inputs,
+                                                run.autocast)
 
 
 def _final_status(run: CellRun) -> None:

@@ -176,6 +176,8 @@ def probe(device: str) -> dict:
     """What run.json's environment records (docs/data.md) that can be read before the first cell."""
     import torch
 
+    from collector.record.contract import model_packages
+
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -201,6 +203,8 @@ def probe(device: str) -> dict:
         "inductor_compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
         "compile_env": compile_env(),
         "torch_num_threads": torch.get_num_threads(),
+        # what builds the models beside torch (transformers, timm, ...): a comparison names a difference
+        "model_packages": model_packages(),
         "gpu_name": None, "gpu_count": 0,
     }
     if device == "cuda":

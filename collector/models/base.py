@@ -10,7 +10,10 @@ class Built:
     """A model ready to measure: module, positional inputs, training target and loss.
 
     `loss(output, target)` returns a scalar tensor; `float_inputs` names the
-    indices of `inputs` that are floating point (cast for pure-low-precision dtypes).
+    indices of `inputs` that are floating point (cast for pure-low-precision dtypes). `settings`
+    names what shaped the inputs beyond their shapes ({"seq_len": 512, "attention_mask": "padded"}):
+    the row keeps it (inputs_json) beside the inputs' shapes, so a comparison can tell two runs fed
+    the model alike.
     """
 
     module: Any
@@ -18,6 +21,7 @@ class Built:
     target: Any
     loss: Callable[[Any, Any], Any]
     float_inputs: tuple[int, ...] = (0,)
+    settings: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,3 +38,8 @@ class ModelSpec:
     @property
     def default_batch_size(self) -> int:
         return self.batch_sizes[0]
+
+
+class ModelSkipped(RuntimeError):
+    """A source cannot build inputs for this model (a class whose main input it does not know): status
+    skipped with the reason, not a failure charged to the model."""

@@ -1,6 +1,16 @@
 """`hf:<ModelClass>`: a Hugging Face transformers model built from its config class's defaults, with
 random weights and synthetic inputs: no download, no tokenizer (runs in the cell process).
 
+Inputs by the model's main input: token ids (`input_ids`, `seq_len` tokens, the model's own limit
+where that is shorter; an encoder-decoder's decoder gets as many, or its `max_target_positions`),
+pixels (`pixel_values` at the config's image size) or a speech model's log-mel features
+(`input_features`: `num_mel_bins` x twice `max_source_positions` frames, as Whisper's feature
+extractor makes 30 s of audio). A class whose main input is none of these is `skipped`, with the
+reason. `attention_mask`: `none` (the default: PyTorch's harness passes token ids and labels only),
+`ones` (a mask of ones, as a tokenizer gives an unpadded batch) or `padded` (row i of a batch keeps
+the first seq_len - i * seq_len / (2 x batch) tokens, as a padded batch of unequal texts: the mask a
+real caller passes, which transformers cannot skip).
+
 As PyTorch's own Hugging Face suite builds its models: `ModelClass(ModelClass.config_class())`,
 random token ids of the config's vocabulary (or random pixel values of its image size), and labels
 where the class has a head that takes them, so the model computes its own loss; a class without one
@@ -9,9 +19,10 @@ option asks otherwise: random masks would make eager and compiled outputs differ
 """
 from __future__ import annotations
 
-from collector.models.base import Built
+from collector.models.base import Built, ModelSkipped
 
-OWN = ("seq_len", "image_size")  # options read here; the rest override fields of the config
+OWN = ("seq_len", "image_size", "attention_mask")  # options read here; the rest override fields of the config
+MASKS = ("none", "ones", "padded")
 SEQ_LEN = 512  # tokens, or the model's own limit where that is shorter
 TOKEN_LABELS = ("ForMaskedLM", "ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForPreTraining")
 
@@ -62,27 +73,79 @@ def _seq_len(config, opts: dict) -> int:
     return int(opts.get("seq_len") or min([SEQ_LEN] + limits))
 
 
+def _attention_mask(kind: str, batch_size: int, seq: int):
+    """The attention mask an `attention_mask` option asks for, or None (`none`)."""
+    import torch
+
+    if kind == "none":
+        return None
+    mask = torch.ones(batch_size, seq, dtype=torch.long)
+    if kind == "padded":
+        for i in range(batch_size):
+            keep = max(1, seq - (i * seq) // (2 * batch_size))
+            mask[i, keep:] = 0
+    return mask
+
+
+def _main_inputs(model, config, batch_size: int, opts: dict) -> tuple[list, list, list, dict]:
+    """(names, inputs, indices of float inputs, settings) of the model's main input(s); ModelSkipped
+    where the class's main input is not one this source builds."""
+    import torch
+
+    main = getattr(model, "main_input_name", "input_ids")
+    mask_kind = str(opts.get("attention_mask", "none")).lower()
+    if mask_kind not in MASKS:
+        raise ValueError(f"attention_mask={opts.get('attention_mask')!r}: one of {', '.join(MASKS)}")
+    if main == "pixel_values":
+        size = int(opts.get("image_size") or getattr(config, "image_size", 224))
+        return (["pixel_values"], [torch.randn(batch_size, getattr(config, "num_channels", 3), size, size)], [0],
+                {"image_size": size})
+    if main == "input_features":  # speech (Whisper): log-mel frames of 30 s, as its feature extractor pads to
+        mels, frames = int(config.num_mel_bins), 2 * int(getattr(config, "max_source_positions", 1500))
+        names, inputs = ["input_features"], [torch.randn(batch_size, mels, frames)]
+        settings = {"mel_bins": mels, "frames": frames}
+        if getattr(config, "is_encoder_decoder", False):
+            seq = _decoder_len(config, _seq_len(config, opts))
+            names.append("decoder_input_ids")
+            inputs.append(torch.randint(0, int(config.vocab_size), (batch_size, seq)))
+            settings["decoder_seq_len"] = seq
+        return names, inputs, [0], settings
+    if main != "input_ids":
+        raise ModelSkipped(f"{type(model).__name__}'s main input is {main!r}: the hf: source builds token ids, "
+                           "pixel values and speech features only")
+    if not isinstance(getattr(config, "vocab_size", None), int):  # e.g. CLIP: text and image configs
+        raise ModelSkipped(f"{type(model).__name__}'s config names no vocabulary of its own (a composite of "
+                           "sub-model configs): the hf: source builds token ids from a config's vocab_size")
+    seq, vocab = _seq_len(config, opts), int(config.vocab_size)
+    names, inputs = ["input_ids"], [torch.randint(0, vocab, (batch_size, seq))]
+    settings = {"seq_len": seq, "attention_mask": mask_kind}
+    mask = _attention_mask(mask_kind, batch_size, seq)
+    if mask is not None:
+        names.append("attention_mask")
+        inputs.append(mask)
+    if getattr(config, "is_encoder_decoder", False):
+        dec = _decoder_len(config, seq)
+        names.append("decoder_input_ids")
+        inputs.append(torch.randint(0, vocab, (batch_size, dec)))
+        if dec != seq:
+            settings["decoder_seq_len"] = dec
+    return names, inputs, [], settings
+
+
+def _decoder_len(config, seq: int) -> int:
+    """An encoder-decoder's decoder length: `seq`, or the decoder's limit where that is shorter."""
+    limit = getattr(config, "max_target_positions", None)
+    return min(seq, int(limit)) if isinstance(limit, int) and limit > 0 else seq
+
+
 def build(name: str, batch_size: int, opts: dict) -> Built:
     import torch
 
     cls = model_class(name)
     config = make_config(cls, opts)
     model = cls(config)
-    names, inputs, float_inputs = [], [], []
-    main = getattr(model, "main_input_name", "input_ids")
-    if main == "pixel_values":
-        size = int(opts.get("image_size") or getattr(config, "image_size", 224))
-        names.append("pixel_values")
-        inputs.append(torch.randn(batch_size, getattr(config, "num_channels", 3), size, size))
-        float_inputs.append(0)
-    else:
-        seq, vocab = _seq_len(config, opts), int(config.vocab_size)
-        names.append("input_ids")
-        inputs.append(torch.randint(0, vocab, (batch_size, seq)))
-        if getattr(config, "is_encoder_decoder", False):
-            names.append("decoder_input_ids")
-            inputs.append(torch.randint(0, vocab, (batch_size, seq)))
-    label = _labels(name, config, batch_size, inputs)
+    names, inputs, float_inputs, settings = _main_inputs(model, config, batch_size, opts)
+    label = _labels(name, config, batch_size, dict(zip(names, inputs)))
     for key, value in label.items():
         names.append(key)
         inputs.append(value)
@@ -93,16 +156,19 @@ def build(name: str, batch_size: int, opts: dict) -> Built:
     else:
         def loss(out, target):
             return out[0].float().mean()
-    return Built(module, tuple(inputs), torch.zeros(()), loss, tuple(float_inputs))
+    return Built(module, tuple(inputs), torch.zeros(()), loss, tuple(float_inputs), settings)
 
 
-def _labels(name: str, config, batch_size: int, inputs: list) -> dict:
-    """Labels for the head the class has (none for a base model)."""
+def _labels(name: str, config, batch_size: int, named: dict) -> dict:
+    """Labels for the head the class has (none for a base model): token labels shaped as the decoder's
+    ids where there is a decoder, else as the input ids."""
     import torch
 
     classes = int(getattr(config, "num_labels", 2) or 2)
-    if name.endswith(TOKEN_LABELS) and inputs[-1].dtype == torch.long:
-        return {"labels": torch.randint(0, int(config.vocab_size), tuple(inputs[-1].shape))}
+    ids = named.get("decoder_input_ids", named.get("input_ids"))
+    inputs = list(named.values())
+    if name.endswith(TOKEN_LABELS) and ids is not None:
+        return {"labels": torch.randint(0, int(config.vocab_size), tuple(ids.shape))}
     if name.endswith(("ForSequenceClassification", "ForImageClassification")):
         return {"labels": torch.randint(0, classes, (batch_size,))}
     if name.endswith("ForTokenClassification"):

@@ -6,8 +6,9 @@ References (the full reference is the cell's model key, so it names the cell in 
 - `timm:<name>[:k=v,...]`: timm.create_model(name, pretrained=False), random weights, the model's
   default input size; options `image_size` and `classes`, any other option goes to create_model.
 - `hf:<ModelClass>[:k=v,...]`: transformers.<ModelClass>(<its config class>()), random weights, no
-  download, no tokenizer; options `seq_len` (tokens; default 512 or the model's limit) and
-  `image_size`, any other option overrides a field of the config (hf:BertForMaskedLM:num_hidden_layers=2).
+  download, no tokenizer; options `seq_len` (tokens; default 512 or the model's limit), `image_size`
+  and `attention_mask` (none, the default, as PyTorch's harness; ones; padded), any other option
+  overrides a field of the config (hf:BertForMaskedLM:num_hidden_layers=2).
 - `<module.path>:<function>[:k=v,...]` or `<path/to/file.py>:<function>[:k=v,...]`: the user's
   `function(batch_size, **options)` returning a collector.models.Built (docs/models.md).
 """
@@ -17,7 +18,7 @@ import importlib.util
 from pathlib import Path
 
 from collector.record import contract
-from collector.models.base import ModelSpec
+from collector.models.base import ModelSkipped, ModelSpec
 
 PREFIXES = contract.SOURCE_PREFIXES
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +152,8 @@ def build_model(name: str, batch_size: int, opts: dict):
             built = build(name.partition(":")[2], batch_size, opts)
         else:
             built = load_user_function(name)(batch_size, **opts)
+    except ModelSkipped:
+        raise
     except Exception as exc:  # its text is kept: out of memory still reads as such (status oom)
         who = f"the user function {name}" if kind == "user" else name
         raise ModelBuildError(f"building {who} failed: {type(exc).__name__}: {exc}") from exc

@@ -72,6 +72,39 @@ def suite_of(model: str) -> str:
     return SUITES[model_source(model)]
 
 
+# the packages that build or run a model beside torch: a change of any of them changes the measured
+# program as a torch version would (transformers picks code paths by torch's version), so every run
+# records their versions (run.json's environment `model_packages`, the rows' packages_json) and a
+# comparison names the ones that differ
+MODEL_PACKAGES = ("transformers", "timm", "torchvision", "triton", "numpy")
+USER_FILE = "user_file"  # packages_json's key for a user model file's sha256 (first 16 hex digits)
+
+
+def model_packages() -> dict[str, str | None]:
+    """{package: installed version or None} of MODEL_PACKAGES in this interpreter, read from the
+    installed metadata (nothing is imported). Triton's CUDA builds are named pytorch-triton in some
+    releases."""
+    import importlib.metadata as md
+
+    out: dict[str, str | None] = {}
+    for name in MODEL_PACKAGES:
+        for dist in (name, "pytorch-triton") if name == "triton" else (name,):
+            try:
+                out[name] = md.version(dist)
+                break
+            except md.PackageNotFoundError:
+                out[name] = None
+    return out
+
+
+def package_differences(a: dict | None, b: dict | None) -> list[tuple[str, object, object]]:
+    """[(package, version in A, version in B)] of the model packages whose versions differ between two
+    records ({package: version}); empty where either record is missing (not recorded)."""
+    if not a or not b:
+        return []
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
 LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
 
 
@@ -86,6 +119,25 @@ def is_annotation(name: str) -> bool:
     (Optimizer.step#AdamW.step, ## Call CompiledFxGraph ... ##) on the GPU's timeline as well, where
     they would count their kernels twice (the kernel profile, collector/child/profile.py)."""
     return "#" in name and "(" not in name
+
+
+_KERNEL_INDEX = re.compile(r"_\d+$")
+_LIBRARY = re.compile(r"^(nvjet|sm\d+_xmma|cutlass|ampere|hopper|sm\d+)_", re.I)
+FAMILIES_KEPT = 150  # kernel families a profile keeps by name per side; the rest is summed under "(others)"
+
+
+def kernel_family(name: str) -> str:
+    """A kernel's family: its name without what changes between two compiles of the same work.
+    Inductor numbers its kernels (triton_poi_fused_add_mul_3 -> triton_poi_fused_add_mul); a library
+    kernel loses its template arguments and parameters (at::native::elementwise_kernel); cuBLAS and
+    CUTLASS kernels named by their tile shape are one family per library (nvjet)."""
+    text = re.sub(r"(CompiledFxGraph) \w{16,}", r"\1", name)  # a host range named by the graph's hash
+    text = text.replace("void ", "").replace("(anonymous namespace)::", "").strip()
+    text = re.split(r"[<(]", text, maxsplit=1)[0].strip()
+    lib = _LIBRARY.match(text)
+    if lib:
+        return lib.group(1).lower()
+    return _KERNEL_INDEX.sub("", text) or name
 
 
 def autotune_record(raw) -> dict | None:

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -39,9 +39,13 @@ V8 = ("autotune_json",)
 V9 = ("process_first_call_compiled_s", "replicate_cache")
 # v10 the planted compile-time test option (protocol plant_compile_ms)
 V10 = ("planted_compile_ms",)
+# v11 what built the model and what the compile captured: the model packages' versions, the inputs'
+# settings, the captured graph's ops
+V11 = ("packages_json", "inputs_json", "graph_ops_json")
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
-            **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10}}
+            **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10},
+            **{c: 11 for c in V11}}
 STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -55,6 +59,11 @@ FIELDS = [
     ("dynamic", _str),  # torch.compile(dynamic=...): auto (None), true, false (v4; older rows: auto)
     # environment (the rest is in run.json, joined on run_id)
     ("device_name", _str), ("torch_version", _str), ("hostname", _str),
+    # (v11) what built and ran the model: {package: version} of the model packages installed in the
+    # cell's interpreter (contract.MODEL_PACKAGES; a user model adds its file's sha256 as "user_file"),
+    # and the settings that shaped its inputs ({"seq_len": 512, "attention_mask": "none", ...}); null
+    # in older rows: not recorded
+    ("packages_json", _str), ("inputs_json", _str),
     # where it ran: physical GPU index (null: the process's default device) and how many cells
     # the collector measured at the same time on this host (1: alone; >1: one per GPU, cores split)
     ("gpu_index", _i64), ("concurrent_cells", _i64),
@@ -101,6 +110,9 @@ FIELDS = [
     # kernel profile (v7; protocol kernel_profile, cold process, after timing): {side: {device, steps,
     # us_per_step, kinds {kind: us a step}, kernels [{name, kind, calls, us} a step], other_us}}
     ("kernel_profile_json", _str),
+    # (v11; protocol graph_capture, cold process, last) the model's forward as Dynamo captures it, traced
+    # again with a backend that only records: {"graphs": n, "ops": {op: count}, "nodes": n}
+    ("graph_ops_json", _str),
     # autotuned launch configurations (v8; read from the cold compile's cache; null: none timed):
     # {kernels: {name: "XBLOCK=.. num_warps=.."}, count, unnamed}
     ("autotune_json", _str),

@@ -70,6 +70,10 @@ SETTINGS = (
     Setting("kernel_profile", bool, False, must_match=False, cli="--kernel-profile", make="PROFILE",
             help="after timing, in the cold process, profile each side's steps (torch.profiler) and record "
                  "its kernels by kind and name, per step (default 0)"),
+    Setting("graph_capture", bool, True, must_match=False, cli="--graph-capture", make="GRAPH_CAPTURE", before=False,
+            help="last in the cold process, trace the model's forward again with Dynamo and a backend that only "
+                 "records, and keep the captured graph's ops (graph_ops_json: the comparison's 'same captured "
+                 "graph or not'; default 1)"),
     Setting("tf32", bool, False, cli="--tf32", make="TF32", help="TF32 for float32 matmuls and convolutions (default 0)"),
 )
 
