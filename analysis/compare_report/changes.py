@@ -17,6 +17,7 @@ from analysis.stats import estimates as est
 from analysis.explain import kernels
 from analysis.stats.fmt import cell_label
 from analysis.data.load import Run, sql
+from collector.record.contract import package_differences, suite_of
 
 MAX_NAMED = 3  # cells named in a verdict line before "and N more"
 
@@ -166,11 +167,8 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
                    f"host (concurrent_cells: e.g. {ex['cell_id']} A {ex.get('beside_a') or 1}, B "
                    f"{ex.get('beside_b') or 1}; GPU workers, shards or SLURM tasks on one node): a neighbour "
                    "slows launch-bound steps the way a new torch could; compare them with care.")
-    lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
-    if lb:
-        out.append(f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
-                   "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's "
-                   "noise; their compiled step change is the precise one.")
+    out += _launch_bound_caveat(pairs)
+    out += package_caveats(a, b, pairs)
     out += _retuned_caveat(a, b, pairs, ests)
     ea, eb = (r.env.get("compile_env") for r in (a, b))
     if ea is not None and eb is not None and ea != eb:  # both recorded it (collected since 2026-12-02)
@@ -186,6 +184,57 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
                    f"B {cb['dispatch_us']:.2f}; it moves with the torch version as well as the host "
                    "(docs/measurement.md, 'The host, measured').")
     return out
+
+
+def _launch_bound_caveat(pairs: list[dict]) -> list[str]:
+    """Cells with a launch-bound side, and which of their quantities is the precise one: the compiled
+    step only where the compiled side is GPU-bound in both runs; none where both sides are
+    launch-bound (the host sets both paces)."""
+    lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
+    both = [p for p in lb if p.get("compiled_lb_a") or p.get("compiled_lb_b")]
+    only_compiled = [p for p in pairs if (p.get("compiled_lb_a") or p.get("compiled_lb_b")) and p not in lb]
+    out = []
+    if lb:
+        text = (f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
+                "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's noise")
+        precise = len(lb) - len(both)
+        if precise:
+            text += f"; in {precise} of them the compiled side is GPU-bound and its step change is the precise one"
+        if both:
+            text += (f"; in {len(both)} the compiled side is launch-bound too: no quantity of theirs is precise "
+                     "(the host paces both sides; read their intervals, and a change under the host's own spread "
+                     "cannot be resolved there)")
+        out.append(text + ".")
+    if only_compiled:
+        out.append(f"{len(only_compiled)} of {len(pairs)} cells have a launch-bound compiled side only: their compiled "
+                   "step and speedup changes carry the host's noise, their eager step change is the precise one.")
+    return out
+
+
+def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
+    """The model packages (transformers, timm, numpy: what builds the models beside torch): which differ
+    between the runs, or that a run of real models did not record them (collected before run.json kept
+    them). torch's own stack (Triton, torchvision) moves with the torch and is named apart."""
+    pa, pb = (r.env.get("model_packages") for r in (a, b))
+    if pa and pb:
+        libs = package_differences(pa, pb)
+        stack = [d for d in package_differences(pa, pb, torch_stack=True) if d not in libs]
+        out = []
+        if libs:
+            out.append("The model packages differ (" + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
+                                                           for k, x, y in libs)
+                       + "): a model library can change the program it hands torch.compile with its own version "
+                       "or with torch's (the captured graph, below), so a change here is not the torch's alone.")
+        if stack:
+            out.append("torch's own stack moved with it (" + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
+                                                                    for k, x, y in stack) + ").")
+        return out
+    if any(suite_of(p.get("model") or "") != "builtin" for p in pairs):
+        missing = " and ".join(r.run_id for r, pk in ((a, pa), (b, pb)) if not pk)
+        return [f"{missing} did not record the versions of the packages that built the models (transformers, "
+                "timm: not recorded, collected before run.json kept them): a difference there would move "
+                "figures as a new torch does, and this comparison cannot rule it out."]
+    return []
 
 
 def _called_step(ests: dict[str, dict[str, est.Estimate]], cid: str) -> list[est.Estimate]:

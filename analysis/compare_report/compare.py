@@ -20,7 +20,7 @@ from analysis.stats import attribution, pair_estimates, uncertainty
 
 from analysis.compare_report import changes, compare_groups, repeats
 
-from analysis.explain import kernels
+from analysis.explain import kernels, program
 
 from analysis.run_report import run_tables
 from analysis.stats import estimates as est
@@ -135,6 +135,8 @@ class CompareReport:
     suites: list[suites.SuiteChange] = field(default_factory=list)  # per suite, phase and mode (real-model runs)
     newly_failing: list[suites.StatusChange] = field(default_factory=list)  # ok in A, failed in B
     newly_passing: list[suites.StatusChange] = field(default_factory=list)  # failed in A, ok in B
+    program_rows: list[program.ProgramRow] = field(default_factory=list)  # per paired compiled cell: graph, kernels, host
+    program_suites: list[program.ProgramSuite] = field(default_factory=list)  # the same, per suite
 
 
 def _env_value(v) -> str:
@@ -171,6 +173,11 @@ def _confounders(a: Run, b: Run) -> list[str]:
         out.append(f"Confounder: {a.run_id} and {b.run_id} were not collected on one machine "
                    f"({len(boots[0])} and {len(boots[1])} machine boot(s), {len(boots[0] & boots[1])} shared): host-bound "
                    "step times differ between machines of one kind, speedups much less.")
+    libs = changes.package_differences(a.env.get("model_packages"), b.env.get("model_packages"))
+    if libs:
+        out.append("Confounder: the models were built by other package versions ("
+                   + ", ".join(f"{k} {x or 'none'} against {y or 'none'}" for k, x, y in libs)
+                   + "): a model library can hand torch.compile another program; a change is not the torch's alone.")
     if changes.build_kinds_differ(a, b):
         builds = changes.versions(a, b)
         out.append(f"Confounder: the builds differ in kind ({builds[0]} against {builds[1]}): a CPU-only "
@@ -337,6 +344,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect)
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
     regressions, improvements = _called(pairs, ests, labels)
+    prog_rows = program.pair_rows(pairs, cell_label)
     return CompareReport(
         suites=suite_rows, newly_failing=newly_failing, newly_passing=newly_passing,
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
@@ -354,5 +362,6 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         flagged_cells=loaded.flagged_in(a, b), diag_changes=diag_rows, diag_known=diag_known,
         chart_rows=_chart_rows(rows, pairs, fam, ests, labels, trend_chart),
         verdict=verdict + rep_verdict, caveats=caveats + rep_caveat, subtitle=changes.subtitle(a, b),
+        program_rows=prog_rows, program_suites=program.suite_rows(prog_rows),
         trend_cells=trend_table, repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
             pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in CSS for q in (side, "speedup"))))

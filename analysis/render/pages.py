@@ -262,6 +262,8 @@ def compare_estimates_json(report) -> str:
 
         data["repeat_pairs"] = [[p.baseline, p.candidate] for p in report.repeat_pairs]
         data["repeats"] = repeats.as_json(report.repeat_rows)
+    if report.program_rows:  # schema v11 records: the compiled program A -> B per cell
+        data["program"] = [r.as_json() for r in report.program_rows]
     if report.kernel_rows:  # PROFILE=1 in both runs: each side's step split into kernels and the rest
         data["step_split"] = [k.as_json() for k in report.kernel_rows]
     return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"

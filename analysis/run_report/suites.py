@@ -47,6 +47,7 @@ class SuiteRow:
     memory_ratio: str  # "0.82x", "-" off CUDA
     failed: str  # "2 build_error, 1 accuracy_fail"
     numbers: dict = field(default_factory=dict, compare=False)
+    launch_bound: str = "-"  # "5 of 7: a change under 41% cannot be resolved there"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class SuiteChange:
     memory_ratio: str  # "0.82x → 0.80x"
     css: str  # faster / slower / unclear: the speedup change's call
     numbers: dict = field(default_factory=dict, compare=False)
+    launch_bound: str = "-"  # "5/7 → 4/7" cells with a launch-bound side
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,9 @@ def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     lo, hi = stats.geomean_interval(reps) if reps and len(reps) == len(speed) else (None, None)
     cold = _finite(r.get("first_call_compiled_s") for r in ok)
     mem = _finite(r.get("mem_allocated_ratio") for r in ok)
-    return {"models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
+    bound = [r for r in ok if r.get("eager_launch_bound") or r.get("compiled_launch_bound")]
+    return {"launch_bound": len(bound), "device_cuda": any(r.get("device") == "cuda" for r in ok), "compiled_launch_bound": sum(bool(r.get("compiled_launch_bound")) for r in ok),
+            "models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
             "skipped": len(rows) - len(attempted), "failed": dict(sorted(failed.items())),
             "pass_rate": len(ok) / len(attempted) if attempted else None,
             "geomean_speedup": _geo(speed), "speedup_lo": lo, "speedup_hi": hi,
@@ -137,6 +141,16 @@ def _min(v) -> str:  # totals, in one unit whatever their size, so that A -> B r
     return "-" if v is None else f"{v / 60:.1f} min"
 
 
+def launch_bound_text(f: dict) -> str:
+    """How many ok cells have a launch-bound side, and what a screen cannot resolve there."""
+    if not f["passed"] or not f["device_cuda"]:
+        return "-"
+    if not f["launch_bound"]:
+        return f"0 of {f['passed']}"
+    return (f"{f['launch_bound']} of {f['passed']}: a change under {100 * stats.LAUNCH_BOUND_AA:.0f}% cannot be "
+            "resolved there")
+
+
 def _rate(f: dict) -> str:
     if not f["attempted"]:
         return "-"
@@ -154,7 +168,7 @@ def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRo
             failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)"]))
         out.append(SuiteRow(suite, phase, mode, _rate(f), _x(f["geomean_speedup"]), interval,
                             _s(f["cold_compile_median_s"]), _min(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
-                            failed, {"suite": suite, "phase": phase, "mode": mode, **f}))
+                            failed, {"suite": suite, "phase": phase, "mode": mode, **f}, launch_bound_text(f)))
     return out
 
 
@@ -204,5 +218,7 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = sta
             f"{_min(fa['cold_compile_total_s'])} → {_min(fb['cold_compile_total_s'])}",
             f"{_x(fa['memory_ratio'])} → {_x(fb['memory_ratio'])}", css,
             {"suite": key[0], "phase": key[1], "mode": key[2], "a": fa, "b": fb, "paired_models": len(logs),
-             "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css}))
+             "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css},
+            f"{fa['launch_bound']}/{fa['passed']} → {fb['launch_bound']}/{fb['passed']}"
+            if fa["device_cuda"] or fb["device_cuda"] else "-"))
     return out

@@ -77,6 +77,9 @@ def suite_of(model: str) -> str:
 # records their versions (run.json's environment `model_packages`, the rows' packages_json) and a
 # comparison names the ones that differ
 MODEL_PACKAGES = ("transformers", "timm", "torchvision", "triton", "numpy")
+# of those, the ones a torch build brings with it (a torch release pins its Triton and pairs with one
+# torchvision): they differ whenever the torch does, and count as the torch's side of a comparison
+TORCH_STACK = ("triton", "torchvision")
 USER_FILE = "user_file"  # packages_json's key for a user model file's sha256 (first 16 hex digits)
 
 
@@ -97,12 +100,14 @@ def model_packages() -> dict[str, str | None]:
     return out
 
 
-def package_differences(a: dict | None, b: dict | None) -> list[tuple[str, object, object]]:
+def package_differences(a: dict | None, b: dict | None, torch_stack: bool = False) -> list[tuple[str, object, object]]:
     """[(package, version in A, version in B)] of the model packages whose versions differ between two
-    records ({package: version}); empty where either record is missing (not recorded)."""
+    records ({package: version}), TORCH_STACK's left out unless `torch_stack`; empty where either
+    record is missing (not recorded)."""
     if not a or not b:
         return []
-    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and (torch_stack or k not in TORCH_STACK)]
 
 
 LOG_STEP = re.compile(r"^\[cell \+\s*[\d.]+s\] (.+)$", re.M)  # the lines a cell process logs
@@ -133,6 +138,7 @@ def kernel_family(name: str) -> str:
     CUTLASS kernels named by their tile shape are one family per library (nvjet)."""
     text = re.sub(r"(CompiledFxGraph) \w{16,}", r"\1", name)  # a host range named by the graph's hash
     text = text.replace("void ", "").replace("(anonymous namespace)::", "").strip()
+    text = re.sub(r"_knob_\w*$", "", text)  # cuDNN's generated kernels: their tuning knobs and tile shape
     text = re.split(r"[<(]", text, maxsplit=1)[0].strip()
     lib = _LIBRARY.match(text)
     if lib:

@@ -23,7 +23,11 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.kernel_profile_json AS profile_a, b.kernel_profile_json AS profile_b,
        a.autotune_json AS autotune_a, b.autotune_json AS autotune_b,
        a.process_first_call_compiled_s AS cold_all_a, b.process_first_call_compiled_s AS cold_all_b,
-       a.replicate_cache AS rep_cache_a, b.replicate_cache AS rep_cache_b
+       a.replicate_cache AS rep_cache_a, b.replicate_cache AS rep_cache_b,
+       a.compiled_enqueue_first_ms AS compiled_enq_a, b.compiled_enqueue_first_ms AS compiled_enq_b,
+       a.graph_ops_json AS graph_ops_a, b.graph_ops_json AS graph_ops_b,
+       a.packages_json AS packages_a, b.packages_json AS packages_b,
+       a.inputs_json AS inputs_a, b.inputs_json AS inputs_b
 FROM stats a JOIN stats b ON a.cell_id = b.cell_id
 WHERE a.run_id = $baseline AND b.run_id = $candidate
 ORDER BY a.phase, a.model, a.dtype, a.batch_size, a.mode, a.compile_scope;

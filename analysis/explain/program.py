@@ -1,0 +1,258 @@
+"""The compiled program, compared: what Dynamo captured, what Inductor generated and how the host
+issued it, per paired cell and per suite, so that a step-time change between two runs says where it
+came from.
+
+Per paired cell (both runs ok and compiled), from the rows' records:
+- the captured graph (graph_ops_json, schema v11): the same ops or not, and which ops one run's graph
+  has more of ("removed" in B, "added" in B), by name;
+- Inductor's kernel count (kernel_count) and, from the kernel profile (PROFILE=1), the kernels a step
+  launches and the kernel families that are gone or new in B (names less what a recompile renumbers,
+  collector.record.contract.kernel_family), largest first;
+- the compiled step split into the kernels' device time a step (the profile) and the host's enqueue
+  time a step (the median over blocks of each block's first sample, issued into an empty queue: later
+  samples of a GPU-bound step wait for the queue), and the host time per launched kernel: enqueue
+  time over launches;
+- which of these moved with the step ("carried" it: moved the step's way by at least SHARE of it).
+
+A changed captured graph while the model packages and the inputs are the same is worded as the
+model's code taking another path under B: torch did not generate other code for the same program,
+it was handed another program (transformers builds an attention mask inside the graph under torch <
+2.14, docs/findings-suites.md). Like the kernel split, this attributes; it calls nothing: the
+estimates call (analysis/stats/pair_estimates.py).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+
+from analysis.explain.kernels import SHARE, STEADY, short
+from collector.record.contract import package_differences, suite_of
+
+TOP_OPS = 6
+TOP_FAMILIES = 4
+
+
+def _json(text) -> dict | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run's compiled program of one cell: what the records hold (None: not recorded)."""
+
+    step_ms: float | None
+    enqueue_ms: float | None  # host time to issue one step into an empty queue (each block's first sample)
+    device_ms: float | None  # the kernels' device time a step (kernel profile)
+    launches: float | None  # kernels a step (kernel profile, schema v11)
+    kernels: int | None  # Inductor's generated kernels (the compile)
+    families: dict | None  # {family: [calls, us] a step}
+    ops: dict | None  # the captured graph's {op: count}
+    graphs: int | None
+    packages: dict | None
+    inputs: dict | None
+
+    @property
+    def host_us_per_launch(self) -> float | None:
+        if self.enqueue_ms is None or not self.launches:
+            return None
+        return 1e3 * self.enqueue_ms / self.launches
+
+
+def side_of(p: dict, s: str) -> Side:
+    """Side `s` ('a' or 'b') of a compare_pairs row."""
+    prof = (_json(p.get(f"profile_{s}")) or {}).get("compiled") or {}
+    ops = _json(p.get(f"graph_ops_{s}"))
+    device = prof.get("us_per_step")
+    return Side(p.get(f"compiled_{s}"), p.get(f"compiled_enq_{s}"), None if device is None else device / 1e3,
+                prof.get("launches"), p.get(f"kernels_{s}"), prof.get("families"),
+                None if ops is None else ops.get("ops"), None if ops is None else ops.get("graphs"),
+                _json(p.get(f"packages_{s}")), _json(p.get(f"inputs_{s}")))
+
+
+def op_changes(a: dict, b: dict) -> tuple[dict, dict]:
+    """({op: how many fewer in B}, {op: how many more in B}) between two graphs' op counts."""
+    removed = {k: a[k] - b.get(k, 0) for k in a if a[k] > b.get(k, 0)}
+    added = {k: b[k] - a.get(k, 0) for k in b if b[k] > a.get(k, 0)}
+    return removed, added
+
+
+def _ops_text(ops: dict) -> str:
+    top = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{k} x{n}" for k, n in top[:TOP_OPS])
+    return text + (f" and {len(top) - TOP_OPS} more" if len(top) > TOP_OPS else "")
+
+
+def family_changes(a: dict, b: dict) -> tuple[list[str], list[str]]:
+    """(families in A only, in B only), largest device time first ("(others)" left out)."""
+    gone = sorted((k for k in a if k not in b and k != "(others)"), key=lambda k: -a[k][1])
+    new = sorted((k for k in b if k not in a and k != "(others)"), key=lambda k: -b[k][1])
+    return gone, new
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(short(n, 60) for n in names[:TOP_FAMILIES]) + (f" and {len(names) - TOP_FAMILIES} more" if len(names) > TOP_FAMILIES else "")
+
+
+def _pair(x, y, fmt) -> str:
+    return "-" if x is None or y is None else f"{fmt(x)} → {fmt(y)}"
+
+
+def carried(a: Side, b: Side) -> list[str]:
+    """What moved with the compiled step from A to B, in words: the kernels' device time, the host's
+    enqueue time (and in it the launch count and the host time per launch); empty where the step did
+    not move (below the minimum effect) or nothing alone carried it."""
+    if a.step_ms is None or b.step_ms is None or abs(b.step_ms - a.step_ms) < STEADY * a.step_ms:
+        return []
+    d = b.step_ms - a.step_ms
+
+    def moved(x, y):
+        return x is not None and y is not None and (y - x) * d > 0 and abs(y - x) >= SHARE * abs(d)
+
+    out = []
+    if moved(a.device_ms, b.device_ms):
+        out.append("device time (the kernels)")
+    if moved(a.enqueue_ms, b.enqueue_ms):
+        parts = []
+        if a.launches and b.launches and (b.launches - a.launches) * d > 0 and \
+                abs(b.launches / a.launches - 1) >= STEADY:
+            parts.append("launches")
+        ha, hb = a.host_us_per_launch, b.host_us_per_launch
+        if ha and hb and (hb - ha) * d > 0 and abs(hb / ha - 1) >= STEADY:
+            parts.append("host time per launch")
+        out.append("host time" + (f" ({' and '.join(parts)})" if parts else ""))
+    return out
+
+
+@dataclass(frozen=True)
+class ProgramRow:
+    """One paired cell's compiled program, A → B, formatted for the comparison's table."""
+
+    cell_id: str
+    label: str
+    suite: str
+    step: str  # compiled step, ms
+    device: str  # the kernels' device time a step, ms
+    host: str  # host enqueue time a step, ms
+    launches: str  # kernels a step
+    host_per_launch: str  # us
+    kernels: str  # Inductor's kernel count
+    graph: str  # "same (327 ops)", "327 → 318 ops", "not recorded"
+    ops: str  # the ops that differ, by name
+    families: str  # kernel families gone / new in B
+    moved: str  # what carried the step change
+    reading: str  # the sentence
+    graph_differs: bool | None  # None: not recorded in both
+    numbers: dict
+
+    def as_json(self) -> dict:
+        return {"cell_id": self.cell_id, "cell": self.label, "suite": self.suite, **self.numbers}
+
+
+def _reading(a: Side, b: Side, differs: bool | None, removed: dict, added: dict, moved: list[str]) -> str:
+    pkgs = package_differences(a.packages, b.packages)
+    inputs_same = a.inputs is not None and a.inputs == b.inputs
+    if differs:
+        what = "; ".join(filter(None, [f"B's graph lacks {_ops_text(removed)}" if removed else "",
+                                       f"has more {_ops_text(added)}" if added else ""]))
+        if pkgs:  # a model library, not torch's own stack (contract.TORCH_STACK)
+            return (f"the captured graph differs ({what}), and so do the model packages ("
+                    + ", ".join(f"{k} {x or 'none'} → {y or 'none'}" for k, x, y in pkgs)
+                    + "): either can have changed it")
+        if a.packages is None or b.packages is None or not inputs_same:
+            return f"the captured graph differs ({what}); the model packages or inputs were not recorded alike"
+        return f"the model's code took another path under B ({what}): not a code-generation change"
+    if differs is False:
+        head = "same captured graph"
+    else:
+        head = "captured graph not recorded"
+    if not moved:
+        return head + ("; the compiled step did not move beyond the minimum effect" if a.step_ms and b.step_ms else "")
+    return f"{head}; the step moved with {' and '.join(moved)}"
+
+
+def pair_row(p: dict, label: str) -> ProgramRow | None:
+    """The row of one compare_pairs row (None unless both runs have an ok compiled side)."""
+    if p.get("status_a") != "ok" or p.get("status_b") != "ok" or p.get("compiled_a") is None \
+            or p.get("compiled_b") is None:
+        return None
+    a, b = side_of(p, "a"), side_of(p, "b")
+    if a.ops is not None and b.ops is not None:
+        removed, added = op_changes(a.ops, b.ops)
+        differs = bool(removed or added) or a.graphs != b.graphs
+        na, nb = sum(a.ops.values()), sum(b.ops.values())
+        graph = f"same ({na} ops)" if not differs else f"{na} → {nb} ops" + (
+            f", {a.graphs} → {b.graphs} graphs" if a.graphs != b.graphs else "")
+        ops = "; ".join(filter(None, [f"fewer in B: {_ops_text(removed)}" if removed else "",
+                                      f"more in B: {_ops_text(added)}" if added else ""])) or "-"
+    else:
+        removed, added, differs, graph, ops = {}, {}, None, "not recorded", "-"
+    fams = "-"
+    if a.families is not None and b.families is not None:
+        gone, new = family_changes(a.families, b.families)
+        fams = "; ".join(filter(None, [f"gone: {_names(gone)}" if gone else "", f"new: {_names(new)}" if new else ""])) \
+            or "the same families"
+    moved = carried(a, b)
+    ms = lambda v: f"{v:.3f}" if v < 10 else f"{v:.2f}"  # noqa: E731
+    numbers = {"step_ms": [a.step_ms, b.step_ms], "device_ms": [a.device_ms, b.device_ms],
+               "enqueue_ms": [a.enqueue_ms, b.enqueue_ms], "launches": [a.launches, b.launches],
+               "host_us_per_launch": [a.host_us_per_launch, b.host_us_per_launch], "kernels": [a.kernels, b.kernels],
+               "graph_differs": differs, "ops_fewer_in_b": removed, "ops_more_in_b": added, "carried_by": moved,
+               "package_differences": [list(x) for x in package_differences(a.packages, b.packages, torch_stack=True)]}
+    return ProgramRow(
+        p["cell_id"], label, suite_of(p.get("model") or ""), _pair(a.step_ms, b.step_ms, ms),
+        _pair(a.device_ms, b.device_ms, ms), _pair(a.enqueue_ms, b.enqueue_ms, ms),
+        _pair(a.launches, b.launches, lambda v: f"{v:g}"), _pair(a.host_us_per_launch, b.host_us_per_launch,
+                                                                  lambda v: f"{v:.1f}"),
+        _pair(a.kernels, b.kernels, str), graph, ops, fams, ", ".join(moved) or "-",
+        _reading(a, b, differs, removed, added, moved), differs, numbers)
+
+
+def pair_rows(pairs: list[dict], label) -> list[ProgramRow]:
+    """Every paired cell whose compiled side ran in both runs and has something recorded beyond the
+    step (a captured graph, a kernel profile or a kernel count)."""
+    rows = [pair_row(p, label(p)) for p in pairs]
+    return [r for r in rows if r is not None and (r.graph_differs is not None or r.launches != "-" or r.kernels != "-")]
+
+
+@dataclass(frozen=True)
+class ProgramSuite:
+    """Per suite: how many cells' captured graphs differ, how the kernels and the host moved."""
+
+    suite: str
+    cells: int
+    graph: str  # "differs in 4 of 5 (the model's code took another path in 4)"
+    kernels: str  # "fewer in 4, more in 0 of 5"
+    host_per_launch: str  # "median 24.0 → 15.2 us"
+    carried: str  # "device time in 3, host time in 1 of 4 cells whose step moved"
+
+
+def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
+    out = []
+    for suite in sorted({r.suite for r in rows}):
+        group = [r for r in rows if r.suite == suite]
+        rec = [r for r in group if r.graph_differs is not None]
+        diff = [r for r in rec if r.graph_differs]
+        path = [r for r in diff if r.reading.startswith("the model's code took another path")]
+        graph = (f"differs in {len(diff)} of {len(rec)}" + (f" (the model's code took another path in {len(path)})"
+                                                           if path else "")) if rec else "not recorded"
+        ks = [r.numbers["kernels"] for r in group if None not in r.numbers["kernels"]]
+        kernels = (f"fewer in {sum(b < a for a, b in ks)}, more in {sum(b > a for a, b in ks)} of {len(ks)}"
+                   if ks else "not recorded")
+        hp = [r.numbers["host_us_per_launch"] for r in group if None not in r.numbers["host_us_per_launch"]]
+        host = (f"median {statistics.median(a for a, _ in hp):.1f} → {statistics.median(b for _, b in hp):.1f} us "
+                f"({len(hp)} cells)" if hp else "not recorded")
+        stepped = [r for r in group if None not in r.numbers["step_ms"]
+                   and abs(r.numbers["step_ms"][1] - r.numbers["step_ms"][0]) >= STEADY * r.numbers["step_ms"][0]]
+        dev = sum(any(m.startswith("device") for m in r.numbers["carried_by"]) for r in stepped)
+        hst = sum(any(m.startswith("host") for m in r.numbers["carried_by"]) for r in stepped)
+        carried_text = (f"device time in {dev}, host time in {hst} of {len(stepped)} cells whose compiled step moved"
+                        if stepped else "no compiled step moved beyond the minimum effect")
+        out.append(ProgramSuite(suite, len(group), graph, kernels, host, carried_text))
+    return out

@@ -1,0 +1,127 @@
+"""The compiled program, compared (analysis/explain/program.py) and what a comparison says about the
+packages that built the models and launch-bound sides (analysis/compare_report/changes.py): stand-in
+pairs with a known difference, and the real H200 pair wh-a / wh-n where its data is committed."""
+import json
+
+import numpy as np
+import pytest
+
+from analysis.explain import program
+from tests.test_compare import ENV, _edited_pair, write_run
+
+BERT = "hf:BertForMaskedLM__infer__amp_bf16__bs32__default__model"
+OPS_A = {"torch.nn.functional.linear": 72, "torch.arange": 4, "operator.add": 27, "Tensor.expand": 1}
+OPS_B = {"torch.nn.functional.linear": 72, "operator.add": 25}
+
+
+def _profile(us, launches, families):
+    return json.dumps({"compiled": {"device": "cuda", "steps": 10, "us_per_step": us, "kinds": {"triton": us},
+                                    "kernels": [], "other_us": 0.0, "launches": launches, "families": families}})
+
+
+def _pair(**over):
+    p = {"cell_id": BERT, "model": "hf:BertForMaskedLM", "status_a": "ok", "status_b": "ok",
+         "compiled_a": 21.0, "compiled_b": 10.0, "compiled_enq_a": 12.6, "compiled_enq_b": 6.5,
+         "kernels_a": 250, "kernels_b": 190,
+         "profile_a": _profile(20500.0, 420.0, {"sm80_xmma": [48.0, 9000.0], "triton_per_fused__safe_softmax": [12.0, 2000.0],
+                                                "triton_poi_fused_add": [100.0, 500.0]}),
+         "profile_b": _profile(9500.0, 360.0, {"cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16": [12.0, 1500.0],
+                                               "triton_poi_fused_add": [100.0, 480.0]}),
+         "graph_ops_a": json.dumps({"graphs": 1, "nodes": 104, "ops": OPS_A}),
+         "graph_ops_b": json.dumps({"graphs": 1, "nodes": 97, "ops": OPS_B}),
+         "packages_a": json.dumps({"transformers": "5.23.0", "triton": "3.6.0"}),
+         "packages_b": json.dumps({"transformers": "5.23.0", "triton": "3.8.0"}),
+         "inputs_a": json.dumps({"seq_len": 512}), "inputs_b": json.dumps({"seq_len": 512})}
+    p.update(over)
+    return p
+
+
+def test_a_changed_graph_with_the_same_model_packages_is_the_model_code_taking_another_path():
+    row = program.pair_row(_pair(), "bert")
+    assert row.graph == "104 → 97 ops" and row.graph_differs is True
+    assert row.numbers["ops_fewer_in_b"] == {"torch.arange": 4, "operator.add": 2, "Tensor.expand": 1}
+    assert row.numbers["ops_more_in_b"] == {}
+    assert row.reading.startswith("the model's code took another path under B (B's graph lacks torch.arange x4")
+    assert row.kernels == "250 → 190" and row.launches == "420 → 360"
+    assert row.families.startswith("gone: sm80_xmma, triton_per_fused__safe_softmax; new: cudnn_generated")
+    assert row.numbers["host_us_per_launch"] == pytest.approx([30.0, 6.5 / 360 * 1e3])
+    # the step fell 11 ms: the kernels' time (-11 ms) and the host's (-6.1 ms) both carried it
+    assert row.numbers["carried_by"] == ["device time (the kernels)", "host time (launches and host time per launch)"]
+
+
+def test_a_model_library_that_differs_is_named_beside_the_changed_graph():
+    row = program.pair_row(_pair(packages_b=json.dumps({"transformers": "5.24.0", "triton": "3.8.0"})), "bert")
+    assert "and so do the model packages (transformers 5.23.0 → 5.24.0): either can have changed it" in row.reading
+    assert not row.reading.startswith("the model's code took another path")
+
+
+def test_the_same_graph_says_what_carried_the_step():
+    same = json.dumps({"graphs": 1, "nodes": 97, "ops": OPS_B})
+    # the host's enqueue fell by more than half the step's change; the kernels did not move
+    row = program.pair_row(_pair(graph_ops_a=same, graph_ops_b=same, compiled_a=6.2, compiled_b=3.8,
+                                 compiled_enq_a=6.1, compiled_enq_b=3.7, profile_a=_profile(2400.0, 258.0, {}),
+                                 profile_b=_profile(2300.0, 246.0, {})), "gpt2")
+    assert row.graph == "same (97 ops)" and row.families == "the same families"
+    assert row.numbers["carried_by"] == ["host time (launches and host time per launch)"]
+    assert row.reading == "same captured graph; the step moved with host time (launches and host time per launch)"
+    steady = program.pair_row(_pair(graph_ops_a=same, graph_ops_b=same, compiled_b=21.1), "x")
+    assert steady.numbers["carried_by"] == [] and steady.reading.endswith("did not move beyond the minimum effect")
+
+
+def test_older_rows_say_not_recorded_and_the_suite_line_counts():
+    old = program.pair_row(_pair(graph_ops_a=None, packages_a=None, profile_a=None, profile_b=None), "old")
+    assert old.graph == "not recorded" and old.graph_differs is None and old.launches == "-"
+    rows = [program.pair_row(_pair(), "a"), program.pair_row(_pair(cell_id="x", graph_ops_b=_pair()["graph_ops_a"]), "b")]
+    (suite,) = program.suite_rows(rows)
+    assert suite.suite == "huggingface" and suite.cells == 2
+    assert suite.graph == "differs in 1 of 2 (the model's code took another path in 1)"
+    assert suite.kernels == "fewer in 2, more in 0 of 2"
+    assert suite.carried == "device time in 2, host time in 2 of 2 cells whose compiled step moved"
+
+
+@pytest.mark.slow
+def test_a_comparison_names_model_packages_that_differ_and_those_not_recorded(tmp_path):
+    """Two stand-in runs whose run.json record other transformers versions: the caveat box and the
+    headline name it; Triton alone (torch's own stack) is no confounder; a run of real models that
+    recorded nothing says "not recorded"."""
+    def report_with(pkgs, name):
+        def edit(run_id, manifest):
+            value = pkgs[run_id == "B"]
+            if value is not None:
+                manifest["environment"]["model_packages"] = value
+        return _edited_pair(tmp_path, name, edit)
+
+    rep = report_with(({"transformers": "5.17.0", "triton": "3.6.0"}, {"transformers": "5.23.0", "triton": "3.8.0"}), "libs")
+    said = [c for c in rep.caveats if c.startswith("The model packages differ")]
+    assert len(said) == 1 and "transformers 5.17.0 against 5.23.0" in said[0] and "triton" not in said[0]
+    assert any(c.startswith("torch's own stack moved with it (triton 3.6.0 against 3.8.0)") for c in rep.caveats)
+    assert any(h.startswith("Confounder: the models were built by other package versions (transformers 5.17.0 "
+                            "against 5.23.0)") for h in rep.headline)
+    stack = report_with(({"transformers": "5.23.0", "triton": "3.6.0"}, {"transformers": "5.23.0", "triton": "3.8.0"}),
+                        "stack")
+    assert not any(c.startswith("The model packages differ") for c in stack.caveats)
+    assert not any("other package versions" in h for h in stack.headline)
+
+
+def test_a_launch_bound_compiled_side_is_never_called_the_precise_one():
+    from analysis.compare_report.changes import _launch_bound_caveat
+
+    both = {"eager_lb_a": True, "eager_lb_b": True, "compiled_lb_a": True, "compiled_lb_b": False}
+    eager_only = {"eager_lb_a": True, "eager_lb_b": False, "compiled_lb_a": False, "compiled_lb_b": False}
+    (text,) = _launch_bound_caveat([both, both])
+    assert "precise one" not in text and "no quantity of theirs is precise" in text
+    (text,) = _launch_bound_caveat([both, eager_only, {}])
+    assert "in 1 of them the compiled side is GPU-bound and its step change is the precise one" in text
+    assert "in 1 the compiled side is launch-bound too" in text
+    assert _launch_bound_caveat([{}]) == []
+
+
+def test_the_suite_table_counts_launch_bound_cells():
+    from analysis.run_report.suites import figures, launch_bound_text
+
+    rows = [{"status": "ok", "speedup": 2.0, "device": "cuda", "eager_launch_bound": lb, "compiled_launch_bound": False,
+             "model": "timm:x", "cell_id": str(i)} for i, lb in enumerate((True, True, False))]
+    f = figures(rows)
+    assert f["launch_bound"] == 2
+    assert launch_bound_text(f) == "2 of 3: a change under 41% cannot be resolved there"
+    assert launch_bound_text(figures([{**r, "device": "cpu"} for r in rows])) == "-"
