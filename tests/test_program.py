@@ -125,3 +125,66 @@ def test_the_suite_table_counts_launch_bound_cells():
     assert f["launch_bound"] == 2
     assert launch_bound_text(f) == "2 of 3: a change under 41% cannot be resolved there"
     assert launch_bound_text(figures([{**r, "device": "cpu"} for r in rows])) == "-"
+
+
+def _committed_program(a, b):
+    from analysis.compare_report.compare import build_compare_report
+    from analysis.data.load import discover_runs, load
+    from analysis.run_report.context import prepare
+    from conftest import ROOT
+
+    runs = {r.run_id: r for r in discover_runs(ROOT / "data" / "examples") if r.run_id in (a, b)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs[a], runs[b], [runs[a], runs[b]], reps=200, now="x")
+    return {r.cell_id: r for r in rep.program_rows}, rep
+
+
+@pytest.mark.evidence
+def test_the_h200_pair_shows_the_attention_mask_path_and_nothing_else_in_bert():
+    """wh-a (torch 2.11) against wh-n (2.14.1), one H200, interleaved (docs/findings-suites.md): without an
+    attention mask BERT's captured graph loses the mask-building ops under 2.14.1 and its compiled step
+    halves with the kernels' device time; with a padded mask (transformers builds the mask under both)
+    the graph is the same and the compiled step moves under the minimum effect. transformers is the
+    same version in both runs."""
+    rows, rep = _committed_program("wh-a", "wh-n")
+    plain = rows["hf-BertForMaskedLM__infer__amp_bf16__bs32__default__model"]
+    assert plain.graph_differs and plain.numbers["ops_fewer_in_b"]["torch.arange"] == 4
+    assert plain.reading.startswith("the model's code took another path under B")
+    a, b = plain.numbers["step_ms"]
+    assert b / a < 0.5 and "device time (the kernels)" in plain.numbers["carried_by"]
+    padded = rows["hf-BertForMaskedLM-attention_mask-padded__infer__amp_bf16__bs32__default__model"]
+    assert padded.graph_differs is False
+    a, b = padded.numbers["step_ms"]
+    assert abs(b / a - 1) < 0.02 and padded.numbers["carried_by"] == []
+    assert rows["timm-resnet50__infer__amp_bf16__bs128__default__model"].graph_differs is False
+    assert not any(c.startswith("The model packages differ") for c in rep.caveats)
+
+
+@pytest.mark.evidence
+def test_the_h200_screen_aa_bounds_what_a_launch_bound_side_can_resolve():
+    """wh-a against wh-b: the same torch twice, interleaved, one process a cell. GPU-bound sides move at
+    most 2.0% (the median step, B over A); host-paced sides (in either run: suites.host_paced) up to
+    stats.LAUNCH_BOUND_AA (41%), the figure the suite table quotes."""
+    from analysis.data.load import discover_runs, load
+    from analysis.run_report.context import prepare
+    from analysis.stats import core as stats
+    from conftest import ROOT
+
+    loaded = load([r for r in discover_runs(ROOT / "data" / "examples") if r.run_id in ("wh-a", "wh-b")])
+    prepare(loaded)
+    from analysis.run_report.suites import host_paced
+
+    rows = {}
+    for run in ("wh-a", "wh-b"):
+        cur = loaded.con.execute("SELECT * FROM stats WHERE run_id = ? AND status = 'ok'", [run])
+        names = [d[0] for d in cur.description]
+        rows[run] = {r["cell_id"]: r for r in (dict(zip(names, x)) for x in cur.fetchall())}
+    moves = {True: [], False: []}
+    for cid, a in rows["wh-a"].items():
+        b = rows["wh-b"].get(cid)
+        for side in ("eager", "compiled") if b else ():
+            bound = host_paced(a, side) or host_paced(b, side)
+            moves[bound].append(abs(b[f"{side}_median_ms"] / a[f"{side}_median_ms"] - 1))
+    assert len(moves[False]) >= 6 and max(moves[False]) <= 0.021
+    assert 0.3 < max(moves[True]) <= stats.LAUNCH_BOUND_AA

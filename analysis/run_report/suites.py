@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analysis.explain import kernels
 from analysis.stats import core as stats
 from analysis.stats.fmt import cell_label
 from collector.record.contract import suite_of
@@ -139,6 +140,20 @@ def _s(v) -> str:
 
 def _min(v) -> str:  # totals, in one unit whatever their size, so that A -> B reads at a glance
     return "-" if v is None else f"{v / 60:.1f} min"
+
+
+BUSY = 0.9  # a side whose profiled kernels fill less of its step than this is paced by the host
+
+
+def host_paced(r: dict, side: str) -> bool:
+    """Whether the host sets the pace of a side of a stats row: launch-bound by the enqueue rule
+    (cell_stats.sql: the host needs 90% of the device time to issue a step into an empty queue), or,
+    where the cell has a kernel profile on a GPU, its kernels fill less than BUSY of the timed step (the
+    device waits for the host: a step the enqueue rule misses once the queue hides the host's pace)."""
+    if r.get(f"{side}_launch_bound"):
+        return True
+    split = kernels.row_splits(r).get(side)
+    return split is not None and split.device == "cuda" and split.busy < BUSY
 
 
 def launch_bound_text(f: dict) -> str:
