@@ -77,6 +77,11 @@ def test_older_rows_say_not_recorded_and_the_suite_line_counts():
     assert suite.graph == "differs in 1 of 2 (the model's code took another path in 1)"
     assert suite.kernels == "fewer in 2, more in 0 of 2"
     assert suite.carried == "device time in 2, host time in 2 of 2 cells whose compiled step moved"
+    line = program.verdict_line(rows)
+    assert line.startswith("Compiled program: the captured graph differs in 1 of 2 cells (1 with the same model "
+                           "packages and inputs: the model's code took another path under B, e.g. a: torch.arange x4")
+    assert "Inductor's kernels fewer in 2, more in 0 of 2" in line
+    assert program.verdict_line([old]) is None
 
 
 @pytest.mark.slow

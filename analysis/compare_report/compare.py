@@ -345,6 +345,9 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
     regressions, improvements = _called(pairs, ests, labels)
     prog_rows = program.pair_rows(pairs, cell_label)
+    prog_line = program.verdict_line(prog_rows)
+    if prog_line:
+        verdict = verdict + [prog_line]
     return CompareReport(
         suites=suite_rows, newly_failing=newly_failing, newly_passing=newly_passing,
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,

@@ -256,3 +256,24 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
                         if stepped else "no compiled step moved beyond the minimum effect")
         out.append(ProgramSuite(suite, len(group), graph, kernels, host, carried_text))
     return out
+
+
+def verdict_line(rows: list[ProgramRow]) -> str | None:
+    """The verdict's line on the compiled program (the first screen): in how many paired cells the
+    captured graph differs, how many of those are the model's code taking another path, and where
+    Inductor's kernel count moved; None where no cell has a captured graph in both runs."""
+    rec = [r for r in rows if r.graph_differs is not None]
+    if not rec:
+        return None
+    diff = [r for r in rec if r.graph_differs]
+    path = [r for r in diff if r.reading.startswith("the model's code took another path")]
+    ks = [r.numbers["kernels"] for r in rec if None not in r.numbers["kernels"]]
+    text = f"Compiled program: the captured graph differs in {len(diff)} of {len(rec)} cells"
+    if path:
+        text += (f" ({len(path)} with the same model packages and inputs: the model's code took another path "
+                 f"under B, e.g. {path[0].label}: {_ops_text(path[0].numbers['ops_fewer_in_b']) or 'ops added'}"
+                 + (" fewer" if path[0].numbers["ops_fewer_in_b"] else "") + ")")
+    if ks:
+        text += (f"; Inductor's kernels fewer in {sum(b < a for a, b in ks)}, more in {sum(b > a for a, b in ks)} "
+                 f"of {len(ks)}")
+    return text + " (What the compiled program did)."
