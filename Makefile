@@ -62,7 +62,7 @@ RELIABILITY_TESTS = kill or ctrl_c or full_disk or memory_limit or crashing or h
   or crashed_cell or stop_after or dry_run
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  collect variables (docs/options.md says what each does): $(addsuffix =,$(COLLECT_VARS))" | fold -s -w 110 | sed '2,$$s/^/                   /'
 	@echo "  collect options: PRESET=auto|smoke|quick|default|shapes|file.toml MODELS= MODES= PHASES= DTYPES="
 	@echo "                   DYNAMIC=auto,true,false"
@@ -78,7 +78,7 @@ help: ## list the targets
 	@echo "                   EXECUTOR=slurm (one SLURM array task per cell; returns after submitting)"
 	@echo "                     SLURM_PARTITION= SLURM_ACCOUNT= SLURM_CONSTRAINT= SLURM_TIME=<min> SLURM_PARALLELISM=<n> ALLOW_MIXED=1"
 	@echo "                     SLURM_CPUS=<n> SLURM_GPUS=<n> SLURM_MEM=64G SLURM_QOS= SLURM_EXCLUSIVE=1 SLURM_ARGS=\"gres=gpu:h200:1 ...\""
-	@echo "                     SITE_PROFILE=site.toml (partition, account, qos, gres, cpus, mem, time, setup lines, sbatch options: docs/slurm.md)"
+	@echo "                     SITE_PROFILE=site.toml (partition, account, qos, gres, cpus, mem, time, setup lines, sbatch options: docs/scale-out.md)"
 	@echo "  make collect-status RUN=<id> [RESUBMIT=1 [SLURM_TIME=<min>]] [WATCH=1]   a SLURM run's progress and why a"
 	@echo "                   task left no row (timed out, cancelled, node failure, crashed); RESUBMIT=1 queues those"
 	@echo "                   cells again (SLURM_TIME= a new limit); WATCH=1 follows it until nothing is queued or running"

@@ -106,3 +106,20 @@ def test_an_option_added_by_one_table_entry_reaches_run_json_and_the_report(tmp_
     from analysis.__main__ import main as analysis_main
     assert analysis_main(["--data", str(tmp_path), "--out", str(tmp_path / "o"), "--reps", "50"]) == 0
     assert "driver updated this morning" in (tmp_path / "o" / "r" / "report.md").read_text()
+
+
+def test_make_help_names_every_target_and_only_docs_that_exist():
+    """`make help` as a user sees it: one line per target by its name (not the makefile's), every
+    target with a `##` description listed, and every docs/ path it prints present."""
+    import re
+    import subprocess
+
+    from conftest import ROOT
+
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = re.findall(r"^  make (\S+)\s", out, re.M)
+    assert "Makefile" not in listed and not any(t.endswith(".mk") for t in listed)
+    targets = re.findall(r"^([a-z-]+):.*## ", (ROOT / "Makefile").read_text(), re.M)
+    assert targets and set(targets) <= set(listed)
+    docs = set(re.findall(r"docs/[\w./-]+\.md", out))
+    assert docs and all((ROOT / d).is_file() for d in docs), sorted(d for d in docs if not (ROOT / d).is_file())

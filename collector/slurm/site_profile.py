@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-# a site profile's keys (--site-profile, make SITE_PROFILE=): docs/slurm.md "A site profile"
+# a site profile's keys (--site-profile, make SITE_PROFILE=): docs/scale-out.md "A site profile"
 PROFILE_KEYS = {"partition": str, "account": str, "constraint": str, "qos": str, "time": int, "parallelism": int,
                 "cpus": int, "gpus": int, "gres": str, "mem": str, "exclusive": bool, "wckey": str,
                 "setup": list, "sbatch": dict}
