@@ -455,6 +455,43 @@ def test_samples_that_are_not_finite_positive_times_are_named_and_left_out(fixtu
     assert "nan" not in md.split("## Headline")[1].lower().replace("nano", "")  # no NaN reaches a figure
 
 
+def test_a_cell_whose_samples_are_all_nan_or_inf_is_a_failure_everywhere(fixture_copy, tmp_path):
+    """Every compiled sample NaN or inf in one ok cell: no interval "nan-nan" and no ok count in the run
+    report; the cell is a failure with the reason (the file stays as written); the comparison and the
+    gate against a clean copy run through (the gate exited with a TypeError here) and say what failed."""
+    import shutil
+
+    from analysis.commands.gate import main as gate_main
+
+    cid = "mlp__infer__amp_bf16__bs32__default__model"
+    clean = tmp_path / "clean"
+    shutil.copytree(fixture_copy / "fixture-small", clean / "fixture-clean")
+    manifest = clean / "fixture-clean" / "run.json"
+    manifest.write_text(manifest.read_text().replace('"fixture-small"', '"fixture-clean"'))
+    path = fixture_copy / "fixture-small" / "cells" / f"{cid}.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["compiled_step_ms"] = [float("nan") if i % 2 else float("inf") for i in range(len(rows[0]["compiled_step_ms"]))]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    loaded, runs = _loaded(fixture_copy)
+    flagged = dict((p.rsplit("/", 1)[-1], why) for p, why in loaded.flagged)
+    assert flagged[f"{cid}.parquet"].endswith("no compiled sample is left: counted as runtime_error (no step time)")
+    status, error = loaded.con.execute("SELECT status, error FROM stats WHERE cell_id = ?", [cid]).fetchone()
+    assert status == "runtime_error" and "no step time" in error
+    assert pq.read_table(path).column("status")[0].as_py() == "ok"  # the file as written
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(tmp_path / "r"), "--reps", "100"]) == 0
+    md = (tmp_path / "r" / "fixture-small" / "report.md").read_text()
+    assert "nan-nan" not in md and "nanx" not in md
+    shutil.copytree(clean / "fixture-clean", fixture_copy / "fixture-clean")
+    out = tmp_path / "c"
+    assert analysis_main(["--data", str(fixture_copy), "--out", str(out), "--reps", "100",
+                          "--baseline", "fixture-clean", "--candidate", "fixture-small"]) == 0
+    assert "newly failing" in next(out.rglob("report.md")).read_text().lower()
+    # the gate judges called step-time regressions; the failed cell has none to call (the comparison names it)
+    assert gate_main(["--data", str(fixture_copy), "--baseline", "fixture-clean", "--candidate", "fixture-small",
+                      "--max-regression", "5%"]) == 0
+
+
 def test_loose_cell_files_are_read_in_batches_and_every_one_arrives(monkeypatch):
     """Without compact.parquet every cell file is read; one DuckDB read of 10,000 files took 10 GB
     (docs/performance.md), so they are read LOOSE_BATCH at a time: with batches of 2 (and one
