@@ -22,25 +22,15 @@ estimates call (analysis/stats/pair_estimates.py).
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 
 from analysis.explain.kernels import SHARE, STEADY, short
+from analysis.explain.why import _json
 from collector.record.contract import package_differences, suite_of
 
 TOP_OPS = 6
 TOP_FAMILIES = 4
-
-
-def _json(text) -> dict | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True)
