@@ -37,7 +37,10 @@ endif
 PRESET ?= auto
 RUN ?=
 RUNS ?= data/runs
-opt = $(if $(strip $(2)),$(1) "$(strip $(2))")
+# a value as one shell word in single quotes ('\'' for a quote inside): nothing in it (`, $(...), ", a
+# space) reaches the shell as code or splits the command line
+sq = '$(subst ','\'',$(1))'
+opt = $(if $(strip $(2)),$(1) $(call sq,$(strip $(2))))
 # a switch (RETRY=1, SLURM_EXCLUSIVE=1, ...): empty, 0, no, false or off mean off
 on = $(filter-out 0 no No NO false False FALSE off Off OFF,$(strip $(1)))
 # make puts command-line variables into every recipe's environment, and sbatch's default --export=ALL
@@ -49,10 +52,10 @@ $(foreach v,$(SLURM_SETTINGS),$(if $(filter command line,$(origin $(v))),$(eval 
 # PYTHONS="<python> [<label>=<python> ...]": the same matrix under several interpreters (torch versions),
 # interleaved cell by cell on this machine; each writes its own run <RUN>-<label>
 PYTHONS ?=
-COLLECT_ARGS = --preset "$(PRESET)" --out "$(RUNS)" $(if $(strip $(PYTHONS)),$(foreach p,$(PYTHONS),--python "$(p)"),--python "$(PY)") \
+COLLECT_ARGS = --preset $(call sq,$(PRESET)) --out $(call sq,$(RUNS)) $(if $(strip $(PYTHONS)),$(foreach p,$(PYTHONS),--python $(call sq,$(p))),--python $(call sq,$(PY))) \
   $(COLLECT_OPTION_ARGS)
-REPORT_ARGS = --out reports $(if $(call on,$(ALL)),--all) $(if $(BASELINE),--baseline "$(BASELINE)" $(foreach c,$(CANDIDATE),--candidate "$(c)"),$(foreach r,$(RUN),--run "$(r)")) \
-  $(foreach p,$(REPEATS),--repeat "$(p)") \
+REPORT_ARGS = --out reports $(if $(call on,$(ALL)),--all) $(if $(BASELINE),--baseline $(call sq,$(BASELINE)) $(foreach c,$(CANDIDATE),--candidate $(call sq,$(c))),$(foreach r,$(RUN),--run $(call sq,$(r)))) \
+  $(foreach p,$(REPEATS),--repeat $(call sq,$(p))) \
   $(if $(call on,$(STRICT)),--strict) $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) \
   $(call opt,--min-effect,$(MIN_EFFECT))
 
@@ -128,29 +131,29 @@ collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA i
 	$(PY) -m collector $(COLLECT_ARGS)
 
 confirm: $(COLLECT_DEPS) ## re-measure (PROCESSES, default 3) the cells of two screens that moved: BASELINE= CANDIDATE= [AA=X:Y|THRESHOLD=10%] [RUN=] [DRY=1]
-	$(PY) -m analysis confirm --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" --out "$(RUNS)" \
-	  --processes "$(or $(PROCESSES),3)" $(call opt,--threshold,$(THRESHOLD)) $(call opt,--aa,$(AA)) $(call opt,--run,$(RUN)) \
+	$(PY) -m analysis confirm --data data --baseline $(call sq,$(BASELINE)) --candidate $(call sq,$(CANDIDATE)) --out $(call sq,$(RUNS)) \
+	  --processes $(call sq,$(or $(PROCESSES),3)) $(call opt,--threshold,$(THRESHOLD)) $(call opt,--aa,$(AA)) $(call opt,--run,$(RUN)) \
 	  $(call opt,--cells,$(CELLS)) $(call opt,--max-cells,$(MAX_CELLS)) $(if $(call on,$(DRY)),--dry-run) $(if $(call on,$(WRITE_ONLY)),--write-only)
 
 collect-status: $(COLLECT_DEPS) ## a SLURM run's progress: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]
-	@test -n "$(RUN)" || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
-	$(PY) -m collector.slurm.submit status "$(RUNS)/$(RUN)" $(if $(call on,$(RESUBMIT)),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(call on,$(WATCH)),--watch)
+	@test -n $(call sq,$(RUN)) || { echo 'usage: make collect-status RUN=<run id> [RESUBMIT=1] [WATCH=1]'; exit 2; }
+	$(PY) -m collector.slurm.submit status $(call sq,$(RUNS)/$(RUN)) $(if $(call on,$(RESUBMIT)),--resubmit $(call opt,--slurm-time,$(SLURM_TIME))) $(if $(call on,$(WATCH)),--watch)
 
 collect-cancel: $(COLLECT_DEPS) ## cancel a SLURM run's queued and running cells: make collect-cancel RUN=<run id>
-	@test -n "$(RUN)" || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }
-	$(PY) -m collector.slurm.submit cancel "$(RUNS)/$(RUN)"
+	@test -n $(call sq,$(RUN)) || { echo 'usage: make collect-cancel RUN=<run id>'; exit 2; }
+	$(PY) -m collector.slurm.submit cancel $(call sq,$(RUNS)/$(RUN))
 
 merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS="<folder> <folder> ..."
-	@test -n "$(RUN)" -a -n "$(SHARDS)" || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }
-	$(PY) -m collector.commands.shard merge --into "$(RUNS)/$(RUN)" $(SHARDS)
+	@test -n $(call sq,$(RUN)) -a -n $(call sq,$(SHARDS)) || { echo 'usage: make merge RUN=<run id> SHARDS="data/runs/<id>-shard1of2 ..."'; exit 2; }
+	$(PY) -m collector.commands.shard merge --into $(call sq,$(RUNS)/$(RUN)) $(foreach s,$(SHARDS),$(call sq,$(s)))
 
 report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published examples to reports/ (index.html); RUN=, ALL=1
 	$(PY) -m analysis $(REPORT_ARGS)
 
 gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
-	$(PY) -m analysis gate --data data --baseline "$(BASELINE)" --candidate "$(CANDIDATE)" \
-	  --max-regression "$(or $(MAX_REGRESSION),5%)" $(if $(QUANTITIES),--quantities "$(QUANTITIES)") \
-	  $(foreach p,$(REPEATS),--repeat "$(p)") $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) $(call opt,--min-effect,$(MIN_EFFECT)) \
+	$(PY) -m analysis gate --data data --baseline $(call sq,$(BASELINE)) --candidate $(call sq,$(CANDIDATE)) \
+	  --max-regression $(call sq,$(or $(MAX_REGRESSION),5%)) $(if $(QUANTITIES),--quantities $(call sq,$(QUANTITIES))) \
+	  $(foreach p,$(REPEATS),--repeat $(call sq,$(p))) $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) $(call opt,--min-effect,$(MIN_EFFECT)) \
 	  $(if $(call on,$(PER_CELL_FIRST_CALL)),--per-cell-first-call) \
 	  || { rc=$$?; echo "make gate: python -m analysis gate exited $$rc ($$( [ $$rc -eq 1 ] && echo 'a called regression beyond the bound' || echo 'bad input, not a verdict')); make itself exits 2 on either" >&2; exit $$rc; }
 

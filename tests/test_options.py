@@ -123,3 +123,28 @@ def test_make_help_names_every_target_and_only_docs_that_exist():
     assert targets and set(targets) <= set(listed)
     docs = set(re.findall(r"docs/[\w./-]+\.md", out))
     assert docs and all((ROOT / d).is_file() for d in docs), sorted(d for d in docs if not (ROOT / d).is_file())
+
+
+@pytest.mark.parametrize("target, var", [("collect", "RUN"), ("collect", "MODELS"), ("report", "BASELINE"),
+                                         ("gate", "CANDIDATE"), ("merge", "SHARDS")])
+def test_a_make_variable_reaches_the_command_as_one_word_never_as_shell_code(target, var, tmp_path):
+    """`make collect RUN='x`touch PWNED`'` once ran the command, and a `"` split the command line: every
+    value now reaches the program as one literal argument (a stand-in interpreter prints its argv).
+    (`$(...)` in a value is make's own variable syntax, expanded by make, never by the shell.)"""
+    import subprocess
+
+    from conftest import ROOT
+
+    fake = tmp_path / "py"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "<%s>\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    hostile = "x`touch PWNED`;touch PWNED2 \"q' y"
+    extra = {"report": ["CANDIDATE=b"], "gate": ["BASELINE=a"], "merge": ["RUN=m"]}.get(target, [])
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"PYTHON={fake}", f"{var}={hostile}", *extra],
+                          capture_output=True, text=True)
+    assert not (ROOT / "PWNED").exists() and not (ROOT / "PWNED2").exists()
+    words = proc.stdout.splitlines()
+    if var == "SHARDS":  # a list: one word per space-separated entry, none of them run
+        assert {"<x`touch>", "<PWNED`;touch>", "<PWNED2>", "<\"q'>", "<y>"} <= set(words), proc.stdout + proc.stderr
+    else:
+        assert f"<{hostile}>" in words, proc.stdout + proc.stderr
