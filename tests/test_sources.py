@@ -336,3 +336,20 @@ def test_a_user_file_outside_the_project_is_named_by_its_absolute_path(tmp_path,
     assert models.parse_ref(USER)[0] == USER
     monkeypatch.chdir(ROOT)  # and the cell process finds both
     assert models.build(name, 2, {"width": 8}).inputs[0].shape == (2, 8)
+
+
+def test_a_model_file_that_hangs_on_import_stops_the_name_check_at_the_cell_limit(tmp_path, capsys):
+    """The name check imports a user's module in the measuring interpreter; a module that never returns
+    from its import once hung the collector forever. TIMEOUT= now bounds it: exit 2, the module named,
+    nothing written."""
+    import time
+
+    hang = tmp_path / "hangs.py"
+    hang.write_text("import time\ntime.sleep(3600)\n\ndef build(batch_size):\n    pass\n")
+    t0 = time.monotonic()
+    rc = collector_main(["--preset", "smoke", "--models", f"{hang}:build", "--timeout", "3", "--out", str(tmp_path / "o"),
+                         "--phases", "infer", "--modes", "default"])
+    assert rc == 2 and time.monotonic() - t0 < 120
+    err = capsys.readouterr().err
+    assert "did not finish in 3 s (the cell limit, TIMEOUT=)" in err and f"{hang}:build" in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.parquet"))

@@ -221,7 +221,7 @@ class LocalExecutor:
             print(f"preset auto -> {preset} ({env['device']})")
         envs = [env] + [probe_env(path, env["device"]) for _, path in req.pythons[1:]]
         for _, path in req.pythons:  # timm/hf/user names, in each interpreter that measures them
-            check_in(path, [c.model for c in matrix.cells])
+            check_in(path, [c.model for c in matrix.cells], matrix.protocol.timeout_s)
         labels = target_labels([label for label, _ in req.pythons], envs)
         run_ids = self.run_ids(req, matrix, envs, labels)
         unknown = sorted(set(req.plant_on or []) - set(labels))
@@ -278,7 +278,7 @@ class SlurmExecutor:
                              "EXECUTOR=slurm takes one")
         python = req.pythons[0][1]
         env = _submit_env(python, req.device or matrix.device)
-        check_in(python, [c.model for c in matrix.cells])
+        check_in(python, [c.model for c in matrix.cells], matrix.protocol.timeout_s)
         opts = slurm.with_profile(req.slurm.as_dict())
         settings = slurm.settings_from(opts, env["device"])
         run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)

@@ -65,17 +65,25 @@ def _check_timm(name: str) -> None:
                              f"; timm.list_models() names {len(known)}, e.g. resnet50, convnext_tiny, vit_base_patch16_224"))
 
 
-def check_in(python: str, refs: list[str]) -> None:
+def check_in(python: str, refs: list[str], timeout_s: float | None = None) -> None:
     """Run `check` in the measuring interpreter `python` (the parent imports no torch). Raises
-    ValueError naming every unknown model with the closest names; prints which cells will be
-    skipped for a package that interpreter lacks. Nothing to do for built-in models alone."""
+    ValueError naming every unknown model with the closest names, or a check that did not finish in
+    `timeout_s` (the cell's limit, TIMEOUT=: a user's model file that hangs on import would hang it);
+    prints which cells will be skipped for a package that interpreter lacks. Nothing to do for
+    built-in models alone."""
     import subprocess
 
     sourced = sorted({r for r in refs if sources.kind_of(r)})
     if not sourced:
         return
-    proc = subprocess.run([python, "-m", "collector.models.check", *sourced], cwd=sources.PROJECT_ROOT,
-                          capture_output=True, text=True)
+    try:
+        proc = subprocess.run([python, "-m", "collector.models.check", *sourced], cwd=sources.PROJECT_ROOT,
+                              capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        users = [r for r in sourced if sources.kind_of(r) == "user"]
+        raise ValueError(f"checking the model names with {python} did not finish in {timeout_s:g} s (the cell "
+                         "limit, TIMEOUT=): importing a model's module hangs?"
+                         + (f" Its user models: {', '.join(users)}" if users else "")) from None
     try:
         found = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
