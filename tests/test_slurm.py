@@ -774,6 +774,8 @@ def test_a_site_profile_fills_what_the_command_line_leaves_and_a_bad_one_is_name
     assert slurm_mod.settings_from({"wckey": "bench"}, "cpu").wckey == "bench"
     for text, says in (('partitoin = "gpu"\n', "unknown key(s) partitoin; valid: partition"),
                        ('cpus = "many"\n', "cpus must be of type int"), ("setup = [1]\n", "list of shell lines"),
+                       ("time = 0\n", "time must be at least 1, got 0"), ("cpus = 0\n", "cpus must be at least 1"),
+                       ("parallelism = -3\n", "parallelism must be at least 1"), ("gpus = -1\n", "gpus must be at least 0"),
                        ("partition = \n", "not valid TOML")):
         prof.write_text(text)
         with pytest.raises(ValueError, match=re.escape(says)):
@@ -924,3 +926,25 @@ def test_real_a_task_whose_setup_line_fails_shows_that_line_in_status(tmp_path):
                timeout=120)
     (state,) = st["cells"].values()
     assert "unable to locate a modulefile for cuda/99.9" in state, state
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--slurm-time", "-1"], "--slurm-time: expected a whole number of at least 1, got '-1'"),
+    (["--slurm-time", "0"], "--slurm-time: expected a whole number of at least 1, got '0'"),
+    (["--slurm-parallelism", "0"], "--slurm-parallelism: expected a whole number of at least 1"),
+    (["--slurm-parallelism", "-3"], "--slurm-parallelism: expected a whole number of at least 1"),
+    (["--slurm-cpus", "0"], "--slurm-cpus: expected a whole number of at least 1"),
+    (["--slurm-gpus", "-1"], "--slurm-gpus: expected a whole number of at least 0"),
+])
+def test_slurm_numbers_out_of_range_are_refused_not_changed(args, says, tmp_path, capsys):
+    """SLURM_TIME=-1 once became 1 minute and 0 became 60, SLURM_PARALLELISM=0 became 16 and -3 was
+    taken, SLURM_CPUS=0 dropped --cpus-per-task: each is now refused by name before anything is submitted."""
+    from collector.__main__ import main as collector_main
+
+    with pytest.raises(SystemExit) as exc:
+        collector_main(["--executor", "slurm", "--preset", "smoke", "--out", str(tmp_path), "--dry-run", *args])
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+    from collector.slurm import submit as slurm_mod
+
+    with pytest.raises(SystemExit):
+        slurm_mod.main(["status", str(tmp_path / "r"), "--resubmit", "--slurm-time", "0"])

@@ -52,6 +52,20 @@ def parse_models(text: str) -> list[str]:
     return out
 
 
+def whole(lo: int):
+    """A parse function for a whole number of at least `lo` (argparse names the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {lo}, got {text!r}")
+        return value
+    parse.__name__ = f"whole number >= {lo}"
+    return parse
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)
@@ -145,14 +159,14 @@ SLURM_OPTIONS = (
     Option("--slurm-account", "slurm_account", "SLURM_ACCOUNT", "the account", executors=SLURM),
     Option("--slurm-constraint", "slurm_constraint", "SLURM_CONSTRAINT", "e.g. the GPU model's feature name",
            executors=SLURM),
-    Option("--slurm-time", "slurm_time", "SLURM_TIME", "time limit of each cell's task (default 60)", int,
+    Option("--slurm-time", "slurm_time", "SLURM_TIME", "time limit of each cell's task (default 60)", whole(1),
            metavar="MINUTES", executors=SLURM),
     Option("--slurm-parallelism", "slurm_parallelism", "SLURM_PARALLELISM", "array tasks running at once "
-           "(default 16)", int, executors=SLURM),
+           "(default 16)", whole(1), executors=SLURM),
     Option("--slurm-cpus", "slurm_cpus", "SLURM_CPUS", "CPUs per task (sbatch --cpus-per-task; default 8, at most "
-           "half the partition's smallest node)", int, metavar="N", executors=SLURM),
+           "half the partition's smallest node)", whole(1), metavar="N", executors=SLURM),
     Option("--slurm-gpus", "slurm_gpus", "SLURM_GPUS", "GPUs per task (default 1 for a CUDA matrix, 0 for a CPU "
-           "one)", int, metavar="N", executors=SLURM),
+           "one)", whole(0), metavar="N", executors=SLURM),
     Option("--slurm-mem", "slurm_mem", "SLURM_MEM", "memory per node, as sbatch takes it (e.g. 64G)", metavar="MEM",
            executors=SLURM),
     Option("--slurm-qos", "slurm_qos", "SLURM_QOS", "the quality of service", metavar="QOS", executors=SLURM),

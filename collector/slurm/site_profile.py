@@ -32,6 +32,9 @@ def read_profile(path: str) -> dict:
         v = data.get(key)
         if v is not None and (not isinstance(v, kind) or (kind is int and isinstance(v, bool))):
             raise ValueError(f"site profile {path}: {key} must be of type {kind.__name__}, got {v!r}")
+    for key, lo in (("time", 1), ("parallelism", 1), ("cpus", 1), ("gpus", 0)):
+        if data.get(key) is not None and data[key] < lo:
+            raise ValueError(f"site profile {path}: {key} must be at least {lo}, got {data[key]!r}")
     if any(not isinstance(x, str) for x in data.get("setup") or []):
         raise ValueError(f"site profile {path}: setup is a list of shell lines (strings)")
     return data
