@@ -21,8 +21,8 @@ def _passes(o: options.Option) -> bool:
     if o.switch:
         return re.search(rf"\$\(if \$\(call on,\$\({v}\)\),{c}\)", MAKEFILE) is not None
     if o.kind == "append":
-        return re.search(rf"\$\(foreach (\w),\$\({v}\),{c} \"\$\(\1\)\"\)", MAKEFILE) is not None
-    return f"$(call opt,{o.cli},$({o.make}))" in MAKEFILE or f'{o.cli} "$({o.make})"' in MAKEFILE
+        return re.search(rf"\$\(foreach (\w),\$\({v}\),{c} \$\(call sq,\$\(\1\)\)\)", MAKEFILE) is not None
+    return f"$(call opt,{o.cli},$({o.make}))" in MAKEFILE or f'{o.cli} $(call sq,$({o.make}))' in MAKEFILE
 
 
 def test_every_option_with_a_make_variable_is_known_passed_and_listed_by_make_help():

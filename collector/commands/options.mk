@@ -43,6 +43,6 @@ COLLECT_OPTION_ARGS = $(call opt,--models,$(MODELS)) \
   $(call opt,--slurm-mem,$(SLURM_MEM)) \
   $(call opt,--slurm-qos,$(SLURM_QOS)) \
   $(if $(call on,$(SLURM_EXCLUSIVE)),--slurm-exclusive) \
-  $(foreach a,$(SLURM_ARGS),--slurm-arg "$(a)") \
+  $(foreach a,$(SLURM_ARGS),--slurm-arg $(call sq,$(a))) \
   $(call opt,--site-profile,$(SITE_PROFILE)) \
   $(if $(call on,$(ALLOW_MIXED)),--allow-mixed)

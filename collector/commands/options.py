@@ -233,7 +233,7 @@ def _make_arg(o: Option) -> str:
     if o.switch:
         return f"$(if $(call on,$({o.make})),{o.cli})"
     if o.kind == "append":
-        return f'$(foreach a,$({o.make}),{o.cli} "$(a)")'
+        return f'$(foreach a,$({o.make}),{o.cli} $(call sq,$(a)))'
     return f"$(call opt,{o.cli},$({o.make}))"
 
 
