@@ -49,7 +49,7 @@ def test_the_minimum_effect_reaches_the_gate_as_it_reaches_the_report(capsys):
     import subprocess
     done = subprocess.run(["make", "-n", "gate", "BASELINE=a", "CANDIDATE=b", "MIN_EFFECT=0.06", "PYTHON=python3"],
                           cwd=ROOT, capture_output=True, text=True)
-    assert '--min-effect "0.06"' in done.stdout, done.stdout + done.stderr
+    assert "--min-effect '0.06'" in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -81,7 +81,7 @@ def test_shards_of_different_environments_need_allow_mixed(tmp_path):
 def test_make_passes_the_shard_and_merge_exists():
     done = subprocess.run(["make", "-n", "collect", "SHARD=2/4", "PYTHON=python3"], cwd=ROOT,
                           capture_output=True, text=True)
-    assert '--shard "2/4"' in done.stdout, done.stderr
+    assert "--shard '2/4'" in done.stdout, done.stderr
     usage = subprocess.run(["make", "merge", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True)
     assert usage.returncode != 0 and "usage: make merge" in usage.stdout
 
@@ -99,3 +99,23 @@ def test_the_command_line_measures_its_slice_in_its_own_folder(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     cells = sorted(p.stem for p in (tmp_path / "r-shard2of3" / "cells").glob("*.parquet"))
     assert cells == sorted(c.cell_id for c in shard.select(_matrix().cells, 2, 3))
+
+
+def test_merge_takes_the_run_lock_and_a_target_outside_the_runs_folder_or_with_a_newline_is_refused(tmp_path):
+    """A collector writing the target holds its run lock: merge refuses instead of replacing run.json under it
+    (the collector's last write then dropped merged_from and the shards' sessions). `make merge
+    RUN=../../../x` wrote outside RUNS, and a newline in the name reached run.json's run_id: both refused."""
+    from collector.host.store import run_lock
+
+    m, dirs = _shards(tmp_path)
+    into = tmp_path / "runs" / "busy"
+    into.mkdir(parents=True)
+    with run_lock(into):  # the collector measuring into it
+        with pytest.raises(shard.ShardError, match="another collector is running on .*busy"):
+            shard.merge(into, dirs, out=io.StringIO())
+    assert not (into / "run.json").exists() and not (into / "cells").exists()
+    assert shard.merge(into, dirs, out=io.StringIO())["copied"] == len(m.cells)  # once it is free
+    for bad, says in ((tmp_path / "runs" / ".." / ".." / "x", "without '..'"), (tmp_path / "runs" / "a\nb", "invalid run id")):
+        with pytest.raises(shard.ShardError, match=says):
+            shard.merge(bad, dirs, out=io.StringIO())
+    assert not (tmp_path.parent / "x").exists()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from collector.record import cellfile
 from collector.record import comparable
-from collector.host.store import read_run_manifest, write_json as _write_json
+from collector.host.store import RunError, check_run_id, read_run_manifest, run_lock, write_json as _write_json
 
 
 class ShardError(ValueError):
@@ -64,8 +64,26 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 
 
 def merge(into: Path, shards: list[Path], allow_mixed: bool = False, out=sys.stdout) -> dict:
-    """Copy the cell files of `shards` (run folders) into run folder `into`. Returns counts."""
+    """Copy the cell files of `shards` (run folders) into run folder `into` under its run lock (a
+    collector writing it, or another merge, refuses it). Returns counts. The target's name is a run
+    id (`check_run_id`: no slashes, no '..', no newline)."""
     into, shards = Path(into), [Path(s) for s in shards]
+    try:
+        check_run_id(into.name)
+    except ValueError as exc:
+        raise ShardError(f"--into {str(into)!r}: {exc}") from None
+    if any(part == ".." for part in into.parts):
+        raise ShardError(f"--into {str(into)!r}: the merged run folder is named without '..' (it would be written "
+                         "outside the runs folder)")
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        with run_lock(into):
+            return _merge(into, shards, allow_mixed, out)
+    except RunError as exc:
+        raise ShardError(f"{exc} (merge writes run.json and cell files there)") from None
+
+
+def _merge(into: Path, shards: list[Path], allow_mixed: bool, out) -> dict:
     manifests = []
     for s in shards:
         try:  # the collector's own reader: a FIFO or a foreign file is refused, never read
