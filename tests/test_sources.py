@@ -353,3 +353,29 @@ def test_a_model_file_that_hangs_on_import_stops_the_name_check_at_the_cell_limi
     err = capsys.readouterr().err
     assert "did not finish in 3 s (the cell limit, TIMEOUT=)" in err and f"{hang}:build" in err
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("ref, says", [
+    ("hf:BertForMaskedLM:__class__=x", "option '__class__' names no setting"),
+])
+def test_an_option_name_that_is_no_setting_is_one_clear_error(ref, says):
+    with pytest.raises(sources.SourceError, match=says):
+        sources.parse(ref)
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_an_auto_class_is_named_a_factory_not_its_own_closest_match():
+    found = check.check(["hf:AutoModel"])
+    (text,) = found["unknown"]
+    assert "AutoModel is a factory, not a model class" in text and "closest: AutoModel" not in text
+
+
+def test_cell_files_of_path_references_start_with_a_letter_or_digit():
+    """A model file outside the project (../m.py, /abs/m.py) once gave cell files named `..-...` (hidden by
+    ls) or `-...` (read as an option by ls and rm)."""
+    from collector.record.contract import cell_id_of
+
+    for ref in ("../outside/m.py:build", "/tmp/abs/m.py:build", "-dash.py:build"):
+        cid = cell_id_of(ref, "infer", "float32", 8, "default", "model")
+        assert cid[0].isalnum(), cid
+    assert cell_id_of("mlp", "infer", "float32", 8, "default", "model") == "mlp__infer__float32__bs8__default__model"

@@ -186,3 +186,14 @@ def test_the_published_suite_figures_survive_an_independent_recomputation(tmp_pa
             ok = [m["speedup"] for m in mine if m["status"] == "ok"]
             assert (s["passed"], s["attempted"]) == (len(ok), len(mine)), (run, s["suite"])
             assert s["geomean_speedup"] == pytest.approx(math.exp(sum(map(math.log, ok)) / len(ok)), rel=1e-9)
+
+
+@pytest.mark.evidence
+def test_a_bad_threshold_is_named_by_its_own_option(capsys):
+    """`confirm --threshold abc` once named --max-regression (the gate's option, whose parser it shares)."""
+    from conftest import ROOT
+
+    rc = screen.main(["--data", str(ROOT / "data" / "examples"), "--baseline", "wh-a", "--candidate", "wh-n",
+                      "--threshold", "abc", "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--threshold takes a percentage such as 5% (got 'abc')" in err and "--max-regression" not in err

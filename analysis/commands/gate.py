@@ -32,17 +32,17 @@ from analysis.stats import core as stats
 from analysis.stats.history import History
 
 
-def parse_bound(text: str) -> float:
-    """'5%', '5' or '0.05' -> 0.05."""
+def parse_bound(text: str, option: str = "--max-regression") -> float:
+    """'5%', '5' or '0.05' -> 0.05; a ValueError names `option` (the command's own)."""
     raw = text.strip()
     try:
         value = float(raw.rstrip("%"))
     except ValueError:
-        raise ValueError(f"--max-regression takes a percentage such as 5% (got {text!r})") from None
+        raise ValueError(f"{option} takes a percentage such as 5% (got {text!r})") from None
     if raw.endswith("%") or value >= 1:
         value /= 100
     if not 0 <= value < 10:
-        raise ValueError(f"--max-regression must be from 0% up (got {text!r})")
+        raise ValueError(f"{option} must be from 0% up (got {text!r})")
     return value
 
 

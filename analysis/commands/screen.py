@@ -177,7 +177,7 @@ def _screens(args):
     if aa:
         threshold, source = aa_spread(pairs(*aa)), f"the A/A spread of {aa[0]}:{aa[1]}"
     elif args.threshold:
-        threshold, source = parse_bound(args.threshold), "--threshold"
+        threshold, source = parse_bound(args.threshold, "--threshold"), "--threshold"
     else:
         threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
     return runs, pairs(args.baseline, args.candidate), threshold, source

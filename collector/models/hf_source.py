@@ -35,8 +35,12 @@ def model_class(name: str):
     if cls is None or not isinstance(cls, type) or getattr(cls, "config_class", None) is None:
         import difflib
 
-        classes = [n for n in dir(transformers) if ("For" in n or n.endswith("Model")) and n[:1].isupper()]
+        classes = [n for n in dir(transformers) if ("For" in n or n.endswith("Model")) and n[:1].isupper()
+                   and n != name]
         close = difflib.get_close_matches(name, classes, n=5, cutoff=0.6)
+        if name.startswith("Auto") and cls is not None:  # a factory that picks a class from a config or a hub id
+            raise LookupError(f"transformers' {name} is a factory, not a model class (it picks one from a config or a "
+                              "hub id); name the class, e.g. BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM")
         raise LookupError(f"transformers {transformers.__version__} has no model class {name!r}"
                           + (f"; closest: {', '.join(close)}" if close else
                              f" (e.g. BertForMaskedLM, GPT2LMHeadModel, T5ForConditionalGeneration, "

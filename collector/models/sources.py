@@ -58,6 +58,9 @@ def _options(ref: str, text: str) -> dict:
         key, eq, raw = item.partition("=")
         if not eq or not key.strip().isidentifier():
             raise SourceError(f"model {ref!r}: bad option {item!r}; options are key=value, comma-separated")
+        if key.strip().startswith("_"):
+            raise SourceError(f"model {ref!r}: option {key.strip()!r} names no setting (an option name does not start "
+                              "with '_'); options are the source's own or fields of the model's config")
         opts[key.strip()] = _value(raw)
     return opts
 

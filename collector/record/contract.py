@@ -48,7 +48,9 @@ def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, c
     parts = [model, phase, dtype, f"bs{batch_size}", mode, compile_scope]
     if dynamic not in (None, "auto"):
         parts.append(f"dyn-{dynamic}")
-    return "__".join(_SAFE.sub("-", str(p)) for p in parts)
+    # a path reference (../m.py:build, /abs/m.py:build) would start the file name with '.' (hidden from ls)
+    # or '-' (read as an option by ls and rm): the model part starts with a letter or digit
+    return "__".join(_SAFE.sub("-", str(p)).lstrip(".-") or "-" for p in parts)
 
 
 SOURCE_PREFIXES = ("timm", "hf")
