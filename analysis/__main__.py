@@ -6,12 +6,31 @@ Exit codes: 0 rendered, 2 bad input (no runs, unknown run, bad files with --stri
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
 from pathlib import Path
 
-from analysis.commands import index
+NEEDS = ("duckdb", "numpy", "pandas", "pyarrow", "jinja2", "matplotlib")
+
+
+def _needs() -> None:
+    """Before anything imports them: an interpreter without the report's packages (a plain `python`
+    beside the project's .venv) gets one line and exit 2, not an ImportError's traceback and exit 1,
+    the code the gate keeps for a called regression."""
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"error: {sys.executable} lacks {', '.join(missing)}, which python -m analysis needs: run it with "
+              f".venv/bin/python (any `make report` or `make gate` installs them there), or pip install "
+              f"{' '.join(missing)}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    _needs()
+
+from analysis.commands import index  # noqa: E402 (after the check above)
 
 from analysis.compare_report import repeats
 

@@ -164,3 +164,19 @@ def test_make_gate_exits_2_on_either_failure_and_its_last_line_says_which(make_a
     done = subprocess.run(["make", "-s", "gate", *make_args, f"PYTHON={sys.executable}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr, done.stdout + done.stderr
+
+
+def test_an_interpreter_without_the_report_packages_gets_one_line_and_exit_2(tmp_path):
+    """The README's `python -m analysis gate ...` under a plain interpreter once died on `import duckdb` with
+    exit 1, the code the gate keeps for a called regression: now one line naming what is missing, exit 2."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "analysis", "gate", "--baseline", "a", "--candidate", "b"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ") and "lacks duckdb" in done.stderr and "Traceback" not in done.stderr
