@@ -379,3 +379,23 @@ def test_cell_files_of_path_references_start_with_a_letter_or_digit():
         cid = cell_id_of(ref, "infer", "float32", 8, "default", "model")
         assert cid[0].isalnum(), cid
     assert cell_id_of("mlp", "infer", "float32", 8, "default", "model") == "mlp__infer__float32__bs8__default__model"
+
+
+def test_a_collect_that_names_its_models_gets_a_run_of_its_own():
+    """MODELS= without RUN= once landed in the preset's run (smoke-cpu-torch...), whose verdict then pooled a
+    user's model with the preset's under the preset's description: now a run named by the models."""
+    import types
+
+    from collector.commands.executors import base_run_id
+
+    env = {"device": "cpu", "gpu_name": None, "torch_version": "2.13.0+cpu"}
+    matrix = types.SimpleNamespace(preset="smoke")
+    plain = base_run_id(types.SimpleNamespace(overrides={}), matrix, env)
+    assert plain == "smoke-cpu-torch2.13.0-cpu"
+    bert = base_run_id(types.SimpleNamespace(overrides={"models": ["hf:BertForMaskedLM:num_hidden_layers=2"]}), matrix, env)
+    other = base_run_id(types.SimpleNamespace(overrides={"models": ["hf:BertForMaskedLM:num_hidden_layers=4"]}), matrix, env)
+    assert bert.startswith("hf-bertformaskedlm-") and bert.endswith("-cpu-torch2.13.0-cpu") and bert != other
+    user = base_run_id(types.SimpleNamespace(overrides={"models": ["../elsewhere/my model.py:build"]}), matrix, env)
+    from collector.host.store import check_run_id
+
+    assert check_run_id(user) and check_run_id(bert) and user[0].isalnum()

@@ -25,6 +25,7 @@ from collector.host import envinfo
 
 from collector.commands import shard
 from collector.models.check import check_in
+from collector import models
 from collector.plan import matrix as mx
 from collector.host.launch import ForkLauncher, SubprocessLauncher
 from collector.host.runner import Target, collect_targets
@@ -99,6 +100,32 @@ def _sharded(matrix: mx.Matrix, kn, patterns=None):
     cells = shard.select(matrix.cells, *kn)
     print(f"shard {kn[0]}/{kn[1]}: {len(cells)} of the matrix's {len(matrix.cells)} cells")
     return dataclasses.replace(matrix, cells=cells)
+
+
+def models_label(models) -> str:
+    """A run's name for the models a command names (MODELS=): their names without options, joined, at most
+    40 characters, and a digest of the full references, so two model lists never share a run."""
+    import hashlib
+
+    refs = [str(m) for m in models]
+    names = "+".join(models_parse_name(r) for r in refs)
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "-", names).strip("-.+").lower()[:40].rstrip("-.+")
+    return f"{slug or 'models'}-{hashlib.sha1(','.join(refs).encode()).hexdigest()[:6]}"
+
+
+def models_parse_name(ref: str) -> str:
+    """A model reference's name without its options (hf:BertForMaskedLM:seq_len=64 -> hf:BertForMaskedLM)."""
+    try:
+        return models.parse_ref(ref)[0].rsplit("/", 1)[-1]
+    except Exception:  # a reference the name check refuses later: its text
+        return ref
+
+
+def base_run_id(req, matrix, env: dict) -> str:
+    """The run a command writes without RUN=: the preset's default run, or, where MODELS= names the
+    models, a run of their own (never pooled into the preset's run, whose description they do not fit)."""
+    chosen = req.overrides.get("models")
+    return default_run_id(models_label(chosen) if chosen else matrix.preset, env)
 
 
 def _shard_run_id(run_id: str | None, kn) -> str | None:
@@ -249,8 +276,8 @@ class LocalExecutor:
     def run_ids(req: Request, matrix: mx.Matrix, envs: list[dict], labels: list[str]) -> list[str]:
         """One run per interpreter: RUN (or the default id), with the label appended when there are several."""
         if len(envs) == 1:
-            return [_shard_run_id(req.run_id or default_run_id(matrix.preset, envs[0]), req.shard)]
-        run_ids = [_shard_run_id(f"{req.run_id}-{label}" if req.run_id else default_run_id(matrix.preset, e)
+            return [_shard_run_id(req.run_id or base_run_id(req, matrix, envs[0]), req.shard)]
+        run_ids = [_shard_run_id(f"{req.run_id}-{label}" if req.run_id else base_run_id(req, matrix, e)
                                  + (f"-{label}" if label != f"torch{e['torch_version']}" else ""), req.shard)
                    for label, e in zip(labels, envs)]
         for r in run_ids:
@@ -281,7 +308,7 @@ class SlurmExecutor:
         check_in(python, [c.model for c in matrix.cells], matrix.protocol.timeout_s)
         opts = slurm.with_profile(req.slurm.as_dict())
         settings = slurm.settings_from(opts, env["device"])
-        run_id = _shard_run_id(req.run_id or default_run_id(matrix.preset, env), req.shard)
+        run_id = _shard_run_id(req.run_id or base_run_id(req, matrix, env), req.shard)
         slurm.submit_run(matrix, env, req.out, run_id, slurm.SubmititExecutor(settings),
                          allow_mixed=opts.get("allow_mixed", False), resubmit_failed=req.retry_failed,
                          python=python, settings=settings, launcher=req.launcher, note=req.note)
