@@ -113,11 +113,14 @@ def test_a_launch_bound_compiled_side_is_never_called_the_precise_one():
 
     both = {"eager_lb_a": True, "eager_lb_b": True, "compiled_lb_a": True, "compiled_lb_b": False}
     eager_only = {"eager_lb_a": True, "eager_lb_b": False, "compiled_lb_a": False, "compiled_lb_b": False}
+    compiled_only = {"compiled_lb_a": True}
     (text,) = _launch_bound_caveat([both, both])
-    assert "precise one" not in text and "no quantity of theirs is precise" in text
-    (text,) = _launch_bound_caveat([both, eager_only, {}])
-    assert "in 1 of them the compiled side is GPU-bound and its step change is the precise one" in text
-    assert "in 1 the compiled side is launch-bound too" in text
+    assert "the compiled step" not in text and "none in the 2 launch-bound on both sides" in text
+    (text,) = _launch_bound_caveat([both, eager_only, compiled_only, {}])
+    assert text.startswith("Of 4 cells, 2 a launch-bound eager side and 1 a launch-bound compiled side only")
+    assert "the compiled step in the 1 with a GPU-bound compiled side" in text
+    assert "the eager step in the 1 launch-bound on the compiled side only" in text
+    assert "none in the 1 launch-bound on both sides" in text
     assert _launch_bound_caveat([{}]) == []
 
 

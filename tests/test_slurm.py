@@ -944,7 +944,3 @@ def test_slurm_numbers_out_of_range_are_refused_not_changed(args, says, tmp_path
     with pytest.raises(SystemExit) as exc:
         collector_main(["--executor", "slurm", "--preset", "smoke", "--out", str(tmp_path), "--dry-run", *args])
     assert exc.value.code == 2 and says in capsys.readouterr().err
-    from collector.slurm import submit as slurm_mod
-
-    with pytest.raises(SystemExit):
-        slurm_mod.main(["status", str(tmp_path / "r"), "--resubmit", "--slurm-time", "0"])

@@ -188,27 +188,21 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
 
 def _launch_bound_caveat(pairs: list[dict]) -> list[str]:
     """Cells with a launch-bound side, and which of their quantities is the precise one: the compiled
-    step only where the compiled side is GPU-bound in both runs; none where both sides are
-    launch-bound (the host sets both paces)."""
+    step where only the eager side is launch-bound, the eager step where only the compiled side is,
+    none where both are (the host sets both paces). One sentence (it stands on the first screen)."""
     lb = [p for p in pairs if p.get("eager_lb_a") or p.get("eager_lb_b")]
     both = [p for p in lb if p.get("compiled_lb_a") or p.get("compiled_lb_b")]
     only_compiled = [p for p in pairs if (p.get("compiled_lb_a") or p.get("compiled_lb_b")) and p not in lb]
-    out = []
-    if lb:
-        text = (f"{len(lb)} of {len(pairs)} cells have a launch-bound eager side (the host issues each eager step "
-                "about as slowly as the GPU runs it): their eager step and speedup changes carry the host's noise")
-        precise = len(lb) - len(both)
-        if precise:
-            text += f"; in {precise} of them the compiled side is GPU-bound and its step change is the precise one"
-        if both:
-            text += (f"; in {len(both)} the compiled side is launch-bound too: no quantity of theirs is precise "
-                     "(the host paces both sides; read their intervals, and a change under the host's own spread "
-                     "cannot be resolved there)")
-        out.append(text + ".")
-    if only_compiled:
-        out.append(f"{len(only_compiled)} of {len(pairs)} cells have a launch-bound compiled side only: their compiled "
-                   "step and speedup changes carry the host's noise, their eager step change is the precise one.")
-    return out
+    if not lb and not only_compiled:
+        return []
+    groups = ([f"{len(lb)} a launch-bound eager side"] if lb else []) + \
+        ([f"{len(only_compiled)} a launch-bound compiled side only"] if only_compiled else [])
+    precise = ([f"the compiled step in the {len(lb) - len(both)} with a GPU-bound compiled side"]
+               if len(lb) > len(both) else []) + \
+        ([f"the eager step in the {len(only_compiled)} launch-bound on the compiled side only"] if only_compiled else []) + \
+        ([f"none in the {len(both)} launch-bound on both sides (read their intervals)"] if both else [])
+    return [f"Of {len(pairs)} cells, {' and '.join(groups)}: the host's noise is in their speedup changes; the "
+            f"precise quantity is {'; '.join(precise)}."]
 
 
 def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:

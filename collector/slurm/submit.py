@@ -287,17 +287,6 @@ def _span(ids: list[str]) -> str:
     return ", ".join(arrays_of(ids))
 
 
-def _minutes(text: str) -> int:
-    """--slurm-time: a whole number of minutes, at least 1 (SLURM would read 0 as no limit)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of minutes, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of minutes of at least 1, got {text!r}")
-    return value
-
-
 def main(argv=None) -> int:
     if argv is None:  # the command line: `... status RUN | head -1` ends quietly, no BrokenPipeError
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -307,7 +296,7 @@ def main(argv=None) -> int:
     s.add_argument("run_dir")
     s.add_argument("--resubmit", action="store_true",
                    help="queue again every cell that ended without a row (timed out, cancelled, crashed, lost)")
-    s.add_argument("--slurm-time", dest="time_min", type=_minutes, metavar="MINUTES",
+    s.add_argument("--slurm-time", dest="time_min", type=int, metavar="MINUTES",
                    help="with --resubmit: the new tasks' time limit (default: the run's last one)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--watch", action="store_true",
