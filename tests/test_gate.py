@@ -180,3 +180,16 @@ def test_an_interpreter_without_the_report_packages_gets_one_line_and_exit_2(tmp
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ") and "lacks duckdb" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unknown_run_names_the_closest_ids_not_every_run(capsys):
+    """An unknown run id once listed all ~160 example runs on one line, with no closest match."""
+    from analysis.data.load import SHOWN_RUNS, unknown_runs
+
+    known = [f"run-{i:03d}" for i in range(160)] + ["wh-a", "wh-b", "wh-n"]
+    text = unknown_runs(["wh-x"], known)
+    head = text.split("; available: ")[0]
+    assert head.startswith("unknown run(s) wh-x (closest: ") and {"wh-a", "wh-b", "wh-n"} == set(
+        head[len("unknown run(s) wh-x (closest: "):-1].split(", "))
+    assert f"and {len(known) - SHOWN_RUNS} more" in text and "run-159" not in text
+    assert unknown_runs(["zzz"], ["a"]) == "unknown run(s) zzz; available: a"

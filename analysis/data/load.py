@@ -32,6 +32,24 @@ class DataError(ValueError):
     """Input data that cannot be reported; the message names the file."""
 
 
+SHOWN_RUNS = 12  # run ids an unknown-run message lists when none is close
+
+
+def unknown_runs(missing: list[str], known) -> str:
+    """The message for run ids not found: each one's closest known ids, or the first SHOWN_RUNS ids and how
+    many more there are (a data folder can hold 160 runs: one long line helps no one)."""
+    import difflib
+
+    known = sorted(known)
+    parts = []
+    for x in missing:
+        close = difflib.get_close_matches(x, known, n=3, cutoff=0.6)
+        parts.append(f"{x} (closest: {', '.join(close)})" if close else x)
+    listing = ", ".join(known[:SHOWN_RUNS]) + (f" and {len(known) - SHOWN_RUNS} more (data/examples/INDEX.md lists "
+                                               "the examples)" if len(known) > SHOWN_RUNS else "")
+    return f"unknown run(s) {'; '.join(parts)}; available: {listing or 'none'}"
+
+
 @dataclass(frozen=True)
 class Run:
     """One run directory: its id (the folder's name), folder, manifest (run.json) and what was
