@@ -36,8 +36,8 @@ except ModuleNotFoundError as _missing:  # a bare interpreter: say what to insta
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options of collector/commands/options.py (the one table), parsed."""
-    p = argparse.ArgumentParser(prog="python -m collector", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = options.Parser(prog="python -m collector", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_to(p)
     args = p.parse_args(argv)
     args.out = args.out or str(PROJECT_ROOT / "data" / "runs")

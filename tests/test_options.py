@@ -148,3 +148,15 @@ def test_a_make_variable_reaches_the_command_as_one_word_never_as_shell_code(tar
         assert {"<x`touch>", "<PWNED`;touch>", "<PWNED2>", "<\"q'>", "<y>"} <= set(words), proc.stdout + proc.stderr
     else:
         assert f"<{hostile}>" in words, proc.stdout + proc.stderr
+
+
+def test_a_bad_value_is_one_line_naming_the_option_and_its_make_variable(capsys):
+    """`BATCH_SIZES=abc` once buried its one line under 28 lines of argparse usage and named only
+    --batch-sizes: now the line names both, with where the valid options are, exit 2."""
+    from collector.__main__ import parse_args
+
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--batch-sizes", "abc"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 2 and "usage:" not in err
+    assert "argument --batch-sizes (BATCH_SIZES=): expected comma-separated integers, got 'abc'" in err

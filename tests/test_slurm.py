@@ -929,12 +929,12 @@ def test_real_a_task_whose_setup_line_fails_shows_that_line_in_status(tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--slurm-time", "-1"], "--slurm-time: expected a whole number of at least 1, got '-1'"),
-    (["--slurm-time", "0"], "--slurm-time: expected a whole number of at least 1, got '0'"),
-    (["--slurm-parallelism", "0"], "--slurm-parallelism: expected a whole number of at least 1"),
-    (["--slurm-parallelism", "-3"], "--slurm-parallelism: expected a whole number of at least 1"),
-    (["--slurm-cpus", "0"], "--slurm-cpus: expected a whole number of at least 1"),
-    (["--slurm-gpus", "-1"], "--slurm-gpus: expected a whole number of at least 0"),
+    (["--slurm-time", "-1"], "--slurm-time (SLURM_TIME=): expected a whole number of at least 1, got '-1'"),
+    (["--slurm-time", "0"], "--slurm-time (SLURM_TIME=): expected a whole number of at least 1, got '0'"),
+    (["--slurm-parallelism", "0"], "--slurm-parallelism (SLURM_PARALLELISM=): expected a whole number of at least 1"),
+    (["--slurm-parallelism", "-3"], "--slurm-parallelism (SLURM_PARALLELISM=): expected a whole number of at least 1"),
+    (["--slurm-cpus", "0"], "--slurm-cpus (SLURM_CPUS=): expected a whole number of at least 1"),
+    (["--slurm-gpus", "-1"], "--slurm-gpus (SLURM_GPUS=): expected a whole number of at least 0"),
 ])
 def test_slurm_numbers_out_of_range_are_refused_not_changed(args, says, tmp_path, capsys):
     """SLURM_TIME=-1 once became 1 minute and 0 became 60, SLURM_PARALLELISM=0 became 16 and -3 was

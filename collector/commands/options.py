@@ -186,6 +186,20 @@ def all_options() -> tuple[Option, ...]:
     return RUN[:1] + _axes() + _protocol() + RUN[1:] + SLURM_OPTIONS
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a short error: the one line that says what is wrong, the option named with the make
+    variable that sets it (`--batch-sizes (BATCH_SIZES=)`), and where the valid choices are; not the
+    whole usage, which buried that line under 28 others."""
+
+    def error(self, message: str):
+        for o in all_options():
+            if o.make and f"argument {o.cli}" in message:
+                message = message.replace(f"argument {o.cli}", f"argument {o.cli} ({o.make}=)", 1)
+                break
+        self.exit(2, f"{self.prog}: error: {message}\n({self.prog} --help lists every option; make help the "
+                     "make variables)\n")
+
+
 def add_to(parser: argparse.ArgumentParser) -> None:
     """Every option of the table, as argparse arguments."""
     for o in all_options():
