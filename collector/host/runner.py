@@ -126,7 +126,8 @@ def _announce(opened: list[_Open], workers: list[Worker], out) -> None:
     where = f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})" if len(workers) > 1 else ""
     for o in opened:
         t = o.target
-        print(f"run {t.run_id}: {len(t.matrix.cells)} cells in matrix '{t.matrix.preset}', {o.already} already "
+        n = len(t.matrix.cells)
+        print(f"run {t.run_id}: {n} cell{'' if n == 1 else 's'} in matrix '{t.matrix.preset}', {o.already} already "
               f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
               f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
               + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
