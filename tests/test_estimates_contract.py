@@ -31,7 +31,7 @@ def test_a_fresh_run_render_lists_every_cell_with_numbers_and_metadata(fixture_c
     assert sum(data["status_counts"].values()) == len(data["cells"]) == 7  # the failed cell is there
     failed = [c for c in data["cells"] if c["status"] != "ok"]
     assert [c["status"] for c in failed] == ["compile_error"] and failed[0]["error"]
-    assert all(isinstance(g["speedup"], float) and g["call"] in ("faster", "slower", "no meaningful difference")
+    assert all(isinstance(g["speedup"], float) and g["call"] in ("faster", "slower", "no meaningful difference", "not determined")
                for g in data["groups"])
 
 

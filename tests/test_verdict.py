@@ -94,3 +94,20 @@ def test_the_verdict_says_whose_intervals_hold_the_autotuning_draw():
     assert got[1].startswith("1 of 3 cells compiled every process cold") and got[1].endswith("differently in 1 of them.")
     assert _autotune_caveat([untuned]) == []
     assert _autotune_caveat([{**warm, "processes": 1}]) == []  # one process: no replicate to share it with
+
+
+def test_a_wide_interval_is_not_determined_not_no_difference():
+    """0.79x with an interval of 0.70x-1.00x once read "no meaningful difference (0.79x)", which reads as
+    "the same" where it means "we cannot tell": an interval that reaches beyond the minimum effect either
+    way is "not determined"; one inside it, "no meaningful difference"."""
+    cells = [_cell(0, 0.70, verdict_="no clear difference"), _cell(1, 0.90, verdict_="no clear difference")]
+    v = verdict.build(cells, _reps(cells, sd=0.2), {}, [], 0.10, 0.02)
+    (row,) = v.rows
+    assert row.css == "unclear" and row.speedup.startswith("not determined (0.79x)"), row.speedup
+    assert row.numbers["call"] == "not determined"
+    assert v.sentence.startswith("Whether compiling helps is not determined in 1 of 1 phase/mode groups (intervals "
+                                 "too wide to tell) (a difference is called when it is at least 2% and its 95% "
+                                 "interval excludes no change)")
+    assert "exclude none" not in v.sentence
+    assert verdict.undecided(0.99, 1.015, 0.02) == "no meaningful difference"
+    assert verdict.undecided(0.70, 1.00, 0.02) == "not determined"

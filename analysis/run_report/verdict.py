@@ -22,7 +22,7 @@ class VerdictRow:
     phase: str
     mode: str
     cells: int
-    speedup: str  # "1.55x faster", "8% slower", "no meaningful difference"
+    speedup: str  # "1.55x faster", "8% slower", "no meaningful difference (1.01x)", "not determined (0.79x)"
     interval: str  # "1.51x-1.58x"
     counts: str  # "12 faster, 1 slower"
     pays_off: str  # "after ~310 steps (median of 13 cells, cold compile)"
@@ -41,6 +41,17 @@ class Verdict:
     suites: list = field(default_factory=list)  # analysis.run_report.suites.SuiteRow per suite, phase and mode (real-model runs)
 
 
+NO_DIFFERENCE, UNDETERMINED = "no meaningful difference", "not determined"
+
+
+def undecided(lo: float, hi: float, min_effect: float) -> str:
+    """Why a group is not called: its interval lies within the minimum effect either way (there is no
+    difference worth the name), or it is too wide to tell (0.70x-1.00x: it may be 30% slower or the same)."""
+    if not (stats.missing(lo) or stats.missing(hi)) and lo >= 1 - min_effect and hi <= 1 + min_effect:
+        return NO_DIFFERENCE
+    return UNDETERMINED
+
+
 def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str, str]:
     """A group's geometric-mean speedup in words, called by the one rule (stats.verdict)."""
     call = stats.verdict(lo, hi, g, min_effect)
@@ -48,7 +59,7 @@ def _speed_words(g: float, lo: float, hi: float, min_effect: float) -> tuple[str
         return f"{g:.2f}x faster", "faster"
     if call == "slower":
         return f"{(1 - g) * 100:.0f}% slower ({g:.2f}x)", "slower"
-    return f"no meaningful difference ({g:.2f}x)", "unclear"
+    return f"{undecided(lo, hi, min_effect)} ({g:.2f}x)", "unclear"
 
 
 def _span(values) -> str:
@@ -80,7 +91,7 @@ def _group_row(key: tuple[str, str], rows: list[dict], reps_by_cell: dict, break
              f"batch {_span(int(r['batch_size']) for r in rows)}")
     numbers = {"phase": key[0], "mode": key[1], "cells": len(rows), "speedup": g,
                "speedup_lo": None if stats.missing(lo) else lo, "speedup_hi": None if stats.missing(hi) else hi,
-               "call": {"unclear": "no meaningful difference"}.get(css, css),
+               "call": undecided(lo, hi, min_effect) if css == "unclear" else css,
                "cells_faster": counted["faster"], "cells_slower": counted["slower"],
                "cells_unclear": counted["no clear difference"],
                "pays_off_steps": float(statistics.median(steps)) if steps else None, "pays_off_cells": len(steps),
@@ -93,7 +104,7 @@ def _group_row(key: tuple[str, str], rows: list[dict], reps_by_cell: dict, break
                       pools, css, numbers)
 
 
-def _sentence(judged: list[tuple[str, float, str]], slower_cells: list[dict], failed_modes: dict,
+def _sentence(judged: list[tuple[str, float, str, str]], slower_cells: list[dict], failed_modes: dict,
               any_ok: bool, min_effect: float) -> str:
     """The verdict's sentence: the groups where compiling is faster and slower (`judged`: label,
     geometric mean, call), the slower cells by name, the modes with failed cells."""
@@ -107,12 +118,21 @@ def _sentence(judged: list[tuple[str, float, str]], slower_cells: list[dict], fa
         parts.append(f"Compiling is faster in {len(wins)} of {len(judged)} phase/mode groups{span}")
     if losses:
         parts.append("slower in " + ", ".join(f"{j[0]} ({j[1]:.2f}x)" for j in losses))
-    neutral = len(judged) - len(wins) - len(losses)
-    if neutral and parts:
-        parts.append(f"no meaningful difference in {neutral}")
-    elif neutral:
-        parts.append(f"Compiling makes no meaningful difference in {neutral} of {len(judged)} phase/mode groups"
-                     + (f" (a difference must be at least {min_effect * 100:g}% and its interval exclude none)"))
+    same = sum(1 for j in judged if j[2] == "unclear" and j[3] == NO_DIFFERENCE)
+    open_ = sum(1 for j in judged if j[2] == "unclear" and j[3] != NO_DIFFERENCE)
+    rule = (f" (a difference is called when it is at least {min_effect * 100:g}% and its 95% interval "
+            "excludes no change)")
+    if parts:
+        parts += ([f"no meaningful difference in {same}"] if same else []) + \
+                 ([f"not determined in {open_} (intervals too wide to tell)"] if open_ else [])
+    elif same and open_:
+        parts.append(f"Compiling makes no meaningful difference in {same} of {len(judged)} phase/mode groups; whether it "
+                     f"helps is not determined in {open_} (intervals too wide to tell){rule}")
+    elif same:
+        parts.append(f"Compiling makes no meaningful difference in {same} of {len(judged)} phase/mode groups{rule}")
+    elif open_:
+        parts.append(f"Whether compiling helps is not determined in {open_} of {len(judged)} phase/mode groups "
+                     f"(intervals too wide to tell){rule}")
     if losses and not wins:
         parts[0] = "Compiling is " + parts[0]
     if slower_cells:
@@ -150,7 +170,7 @@ def build(speed: list[dict], reps_by_cell: dict, breakeven: dict, failures: list
                              "verdict": r.get("verdict")})
     for key in sorted(groups, key=lambda k: (k[0] != "infer", k[1])):
         v.rows.append(_group_row(key, groups[key], reps_by_cell, breakeven, min_effect))
-    judged = [(f"{row.phase} {row.mode}", row.numbers["speedup"], row.css) for row in v.rows]
+    judged = [(f"{row.phase} {row.mode}", row.numbers["speedup"], row.css, row.numbers["call"]) for row in v.rows]
     slower_cells = sorted((r for r in ok if r.get("verdict") == "slower"), key=lambda r: r["speedup"])
     v.slower = [f"{r['model']} {r['phase']} {r['dtype']} bs{r['batch_size']} {r['mode']} ({r['speedup']:.2f}x)"
                 for r in slower_cells]
