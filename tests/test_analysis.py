@@ -502,3 +502,17 @@ def test_loose_cell_files_are_read_in_batches_and_every_one_arrives(monkeypatch)
     loaded, _ = _loaded()
     ids = [r[0] for r in loaded.con.execute("SELECT cell_id FROM cells ORDER BY cell_id").fetchall()]
     assert ids == sorted(p.stem for p in (FIXTURE / "fixture-small" / "cells").glob("*.parquet")) and len(ids) == 7
+
+
+def test_one_wild_interval_does_not_flatten_the_summary_chart(tmp_path):
+    """A process that read 342.94x under load once stretched the summary chart to 10,000x: the range now
+    holds the points and intervals up to 4x beyond them; the wild interval is cut and marked."""
+    from analysis.render import charts
+
+    bottom, top = charts.summary_limits([1.2, 1.5, 2.0], [(1.1, 1.3), (0.82, 342.94), (1.9, 2.1)])
+    assert top <= 2.0 * charts.SPAN * 1.15 and bottom < 0.82
+    bottom, top = charts.summary_limits([1.2, 1.5], [(1.1, 1.3), (1.4, 1.6)])
+    assert 1.6 <= top < 2.0 and 0.8 < bottom <= 1.0  # nothing to cut: the data's own range
+    rows = [{"group": "infer default", "speedup": 1.5, "lo": 0.82, "hi": 342.94, "verdict": "unclear"},
+            {"group": "infer default", "speedup": 1.2, "lo": 1.1, "hi": 1.3, "verdict": "faster"}]
+    assert charts.summary(rows, tmp_path / "s.png").stat().st_size > 0

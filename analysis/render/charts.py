@@ -238,6 +238,19 @@ def efficiency(rows: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+SPAN = 4.0  # the summary chart shows the points and their intervals up to this factor beyond them
+
+
+def summary_limits(points: list[float], bars: list[tuple[float, float]]) -> tuple[float, float]:
+    """The summary chart's y range: every point and the no-change line, and the intervals up to SPAN
+    beyond them; a wider interval (one wild process: 0.82x-342.94x) is cut at the edge and marked, so it
+    cannot flatten every other cell."""
+    low = min(min(points), 1.0) / SPAN
+    high = max(max(points), 1.0) * SPAN
+    ends = [v for lo, hi in bars for v in (lo, hi)] + list(points) + [1.0]
+    return max(low, min(ends)) / 1.15, min(high, max(ends)) * 1.15
+
+
 def summary(rows: list[dict], path: Path) -> Path | None:
     """Every ok cell's speedup with its 95% interval, one column per phase and mode (the verdict's
     groups), on a log scale with the no-change line: the whole run on one short chart.
@@ -269,12 +282,22 @@ def summary(rows: list[dict], path: Path) -> Path | None:
         ax.plot(x, y, "o", linestyle="none", color=color, markersize=4)
     ax.axhline(1.0, color="#444444", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
+    bottom, top = summary_limits([y for d in dots.values() for _, y in d], [(lo, hi) for b in bars.values()
+                                                                            for _, lo, hi in b])
+    ax.set_ylim(bottom, top)
+    for color, b in bars.items():  # an interval cut at the edge: a marker there says so
+        cut_hi = [x for x, _, hi in b if hi > top]
+        cut_lo = [x for x, lo, _ in b if lo < bottom]
+        if cut_hi:
+            ax.plot(cut_hi, [top / 1.06] * len(cut_hi), "^", linestyle="none", color=color, markersize=5)
+        if cut_lo:
+            ax.plot(cut_lo, [bottom * 1.06] * len(cut_lo), "v", linestyle="none", color=color, markersize=5)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([_wrap_mode(g) for g in groups], fontsize=8)
     ax.set_ylabel("speedup (eager / compiled)", fontsize=8)
-    ax.set_title("every cell: speedup and 95% interval (green faster, red slower, grey no clear difference)",
-                 fontsize=9)
+    ax.set_title("every cell: speedup and 95% interval (green faster, red slower, grey no clear difference; "
+                 "^ v an interval cut at the edge)", fontsize=9)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     return _save(fig, path)
