@@ -27,7 +27,7 @@ def _needs() -> None:
         sys.exit(2)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" or Path(sys.argv[0]).name == "compile-bench-report":  # not when imported as a library
     _needs()
 
 from analysis.commands import index  # noqa: E402 (after the check above)

@@ -160,3 +160,20 @@ def test_a_bad_value_is_one_line_naming_the_option_and_its_make_variable(capsys)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 2 and "usage:" not in err
     assert "argument --batch-sizes (BATCH_SIZES=): expected comma-separated integers, got 'abc'" in err
+
+
+def test_the_installed_commands_are_the_two_entry_points():
+    """pyproject's [project.scripts]: compile-bench-collect and compile-bench-report call the same main()
+    as python -m collector and python -m analysis (a pip install gives them, no checkout needed)."""
+    import importlib
+    import tomllib
+
+    from conftest import ROOT
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"compile-bench-collect", "compile-bench-report"}
+    for target in scripts.values():
+        module, func = target.split(":")
+        assert callable(getattr(importlib.import_module(module), func))
+    assert scripts["compile-bench-collect"] == "collector.__main__:main"
+    assert scripts["compile-bench-report"] == "analysis.__main__:main"
