@@ -475,3 +475,29 @@ def test_the_like_for_like_change_calls_nothing_in_an_aa_pair_and_finds_a_plante
     pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), cell)
     point, lo, hi = like(ex / "mt14-1", planted)
     assert abs(point - 5.0) < 0.05 and 0 < lo < 5 < hi
+
+
+def test_the_interleaving_is_on_disk_before_the_session_ends(tmp_path):
+    """A command killed mid-way (a device's time limit, kill -9) never reaches the session's end, where
+    `interleaved_with` used to be written: a resume in which one run had nothing left then recorded none,
+    and the comparison read the runs as measured one after the other. It is written as soon as the second
+    run saves its first row."""
+    m = mx.build_matrix("smoke", {"models": ["mlp", "gnn"], "modes": ["default"], "processes": 1})
+    seen = {}
+
+    class Killed(Exception):
+        pass
+
+    class Recorder2(Recorder):
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            if spec["kind"] == "cold" and len(self.log) == 2:  # the third cell: both runs have saved a row
+                for v in ("1", "2"):
+                    seen[v] = json.loads((tmp_path / f"r-{v}" / "run.json").read_text()).get("interleaved_with")
+                raise Killed
+            return super().run(spec, cache_dir, log_path, timeout_s)
+
+    log = []
+    targets = [Target(m, {**ENV, "torch_version": v}, f"r-{v}", Recorder2(v, log), label=f"torch{v}") for v in ("1", "2")]
+    with pytest.raises(Exception):
+        collect_targets(targets, tmp_path)
+    assert seen == {"1": ["r-2"], "2": ["r-1"]}

@@ -166,6 +166,7 @@ class _Session:
     budget_hit: threading.Event = field(default_factory=threading.Event)
     failure: list = field(default_factory=list)
     noted: list = field(default_factory=list)  # the first cell measured beside another collector's (said once)
+    measured: set = field(default_factory=set)  # the targets (indices) that saved a row in this session
 
     def take(self, worker: Worker):
         """The next cell for `worker` (announced), or None: the queue is empty or the time budget spent."""
@@ -200,6 +201,10 @@ class _Session:
             self.progress.done(row, self.clock() - t0, k=k,
                                label=label if (len(self.workers) > 1 or len(self.opened) > 1) else None,
                                startup=started_now if started_before is None and started_now else None)
+            if ti not in self.measured:  # the interleaving is on disk as soon as it exists: a command killed
+                self.measured.add(ti)     # later (a device's time limit, kill -9) never runs _end_session
+                if len(self.measured) > 1:
+                    _record_interleaving([self.opened[i] for i in sorted(self.measured)], self.out, write=True)
             beside = (row.get("concurrent_cells") or 1) - len(self.workers)
             if beside > 0 and not self.noted:  # once: another collector, shard or task on this host
                 self.noted.append(cell.cell_id)
@@ -248,13 +253,7 @@ def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], o
     for lnch in (x for row in launchers for x in row):
         lnch.close()
     measured = {r.get("run_id") for r in rows}
-    active = [o for o in opened if o.target.run_id in measured]
-    for o in active if len(active) > 1 else []:
-        # the runs this session measured cell by cell beside this one, on this machine (a run
-        # that measured nothing in the session is not interleaved with anything)
-        others = [x.target.run_id for x in active if x is not o]
-        o.manifest["sessions"][-1]["interleaved_with"] = others
-        o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
+    _record_interleaving([o for o in opened if o.target.run_id in measured], out, write=False)
     for o in opened:
         try:
             compact_run(o.run_dir)
@@ -267,6 +266,23 @@ def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], o
         except OSError as exc:  # must not hide why the session ended; the cells are saved
             print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc}); "
                   "the cell files are complete and the next session rewrites it", file=out, flush=True)
+
+
+def _record_interleaving(active: list[_Open], out, write: bool) -> None:
+    """The runs this session measured cell by cell beside each other, on this machine, into each one's
+    run.json (`interleaved_with`, its session's too); a run that measured nothing in the session is not
+    interleaved with anything. `write`: now (the second run's first row), not only at the session's end."""
+    if len(active) < 2:
+        return
+    for o in active:
+        others = [x.target.run_id for x in active if x is not o]
+        o.manifest["sessions"][-1]["interleaved_with"] = others
+        o.manifest["interleaved_with"] = sorted(set(o.manifest.get("interleaved_with", [])) | set(others))
+        if write:
+            try:
+                _write_json(o.run_dir / "run.json", o.manifest)
+            except OSError as exc:  # the session's end writes it again
+                print(f"note: could not update {o.run_dir / 'run.json'} ({exc.strerror or exc})", file=out, flush=True)
 
 
 def _interrupted(rows: int, opened: list[_Open], out) -> None:
