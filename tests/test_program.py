@@ -133,6 +133,14 @@ def test_the_suite_table_counts_launch_bound_cells():
     assert f["launch_bound"] == 2
     assert launch_bound_text(f) == "2 of 3: a change under 41% cannot be resolved there"
     assert launch_bound_text(figures([{**r, "device": "cpu"} for r in rows])) == "-"
+    # the enqueue rule sees none, but the kernel profile's device time fills 60% of the compiled step: host-paced
+    prof = json.dumps({"compiled": {"device": "cuda", "steps": 5, "us_per_step": 600.0, "kinds": {"triton": 600.0},
+                                    "kernels": [], "other_us": 0.0}})
+    paced = {"status": "ok", "speedup": 2.0, "device": "cuda", "eager_launch_bound": False,
+             "compiled_launch_bound": False, "model": "timm:y", "cell_id": "p", "kernel_profile_json": prof,
+             "compiled_median_ms": 1.0, "eager_median_ms": 2.0}
+    assert figures([paced])["launch_bound"] == 1
+    assert figures([{**paced, "compiled_median_ms": 0.62}])["launch_bound"] == 0  # 97% busy: GPU-bound
 
 
 def _committed_program(a, b):

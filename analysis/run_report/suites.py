@@ -120,8 +120,8 @@ def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     lo, hi = stats.geomean_interval(reps) if reps and len(reps) == len(speed) else (None, None)
     cold = _finite(r.get("first_call_compiled_s") for r in ok)
     mem = _finite(r.get("mem_allocated_ratio") for r in ok)
-    bound = [r for r in ok if r.get("eager_launch_bound") or r.get("compiled_launch_bound")]
-    return {"launch_bound": len(bound), "device_cuda": any(r.get("device") == "cuda" for r in ok), "compiled_launch_bound": sum(bool(r.get("compiled_launch_bound")) for r in ok),
+    bound = [r for r in ok if host_paced(r, "eager") or host_paced(r, "compiled")]
+    return {"launch_bound": len(bound), "device_cuda": any(r.get("device") == "cuda" for r in ok),
             "models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
             "skipped": len(rows) - len(attempted), "failed": dict(sorted(failed.items())),
             "pass_rate": len(ok) / len(attempted) if attempted else None,

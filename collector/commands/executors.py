@@ -102,12 +102,12 @@ def _sharded(matrix: mx.Matrix, kn, patterns=None):
     return dataclasses.replace(matrix, cells=cells)
 
 
-def models_label(models) -> str:
+def models_label(chosen) -> str:
     """A run's name for the models a command names (MODELS=): their names without options, joined, at most
     40 characters, and a digest of the full references, so two model lists never share a run."""
     import hashlib
 
-    refs = [str(m) for m in models]
+    refs = [str(m) for m in chosen]
     names = "+".join(models_parse_name(r) for r in refs)
     slug = re.sub(r"[^A-Za-z0-9._+-]+", "-", names).strip("-.+").lower()[:40].rstrip("-.+")
     return f"{slug or 'models'}-{hashlib.sha1(','.join(refs).encode()).hexdigest()[:6]}"
