@@ -150,12 +150,12 @@ merge: $(REPORT_DEPS) ## join shard run folders: make merge RUN=<run id> SHARDS=
 report: $(REPORT_DEPS) ## render your runs (data/runs/) and the published examples to reports/ (index.html); RUN=, ALL=1
 	$(PY) -m analysis $(REPORT_ARGS)
 
-gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE
+gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSION (default 5%) of CANDIDATE against BASELINE; 4: unverified
 	$(PY) -m analysis gate --data data --baseline $(call sq,$(BASELINE)) --candidate $(call sq,$(CANDIDATE)) \
 	  --max-regression $(call sq,$(or $(MAX_REGRESSION),5%)) $(if $(QUANTITIES),--quantities $(call sq,$(QUANTITIES))) \
 	  $(foreach p,$(REPEATS),--repeat $(call sq,$(p))) $(if $(call on,$(ALLOW_MISMATCH)),--allow-mismatch) $(call opt,--min-effect,$(MIN_EFFECT)) \
 	  $(if $(call on,$(PER_CELL_FIRST_CALL)),--per-cell-first-call) \
-	  || { rc=$$?; echo "make gate: python -m analysis gate exited $$rc ($$( [ $$rc -eq 1 ] && echo 'a called regression beyond the bound' || echo 'bad input, not a verdict')); make itself exits 2 on either" >&2; exit $$rc; }
+	  || { rc=$$?; echo "make gate: python -m analysis gate exited $$rc ($$(case $$rc in 1) echo 'a called regression beyond the bound';; 4) echo 'unverified: only regressions an A/A of one build can produce; repeat the pair or give REPEATS= to decide';; *) echo 'bad input, not a verdict';; esac)); make itself exits 2 on any" >&2; exit $$rc; }
 
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q --durations=15 tests

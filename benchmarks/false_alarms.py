@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from analysis.stats import estimates as est, pair_estimates, core as stats
 
 from analysis.commands import gate  # noqa: E402
+from analysis.compare_report import verify  # noqa: E402
 from analysis.compare_report.compare import check_comparable  # noqa: E402
 from analysis.run_report.context import prepare  # noqa: E402
 from analysis.stats.history import History  # noqa: E402
@@ -39,6 +40,7 @@ from analysis.data.load import discover_runs, load  # noqa: E402
 
 PLANT_KEYS = ("plant_slowdown_pct", "plant_compile_ms", "plant_delay_ms")
 GATE_BOUND = 0.05  # `make gate`'s default --max-regression
+GATE_BELOW = 0.02  # a bound below every plant: a planted pair must fail there
 MIN_PLANT = 5
 
 
@@ -73,12 +75,21 @@ def groups(runs) -> dict:
     return out
 
 
-def gate_fails(pe) -> list[str]:
-    """What `make gate` at its defaults (every quantity, GATE_BOUND) fails the pair on."""
+def gate_verdict(pe, bound: float = GATE_BOUND, min_effect: float = stats.MIN_EFFECT) -> tuple[str, list[str]]:
+    """What `make gate` (every quantity, `bound`) says of the pair: ("fail" | "unverified" | "pass", the
+    changes behind it); unverified: every change beyond the bound is of a kind an A/A produces
+    (analysis/compare_report/verify.py)."""
     rows = [{"cell_id": cid, "cell": pe.labels[cid], "quantity": q, "ratio": e.point, "call": e.call}
             for q, by in pe.ests.items() for cid, e in by.items() if e.point]
-    failing = gate.beyond(rows, GATE_BOUND) + gate.run_level_first_call(rows, GATE_BOUND)
-    return [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing]
+    why = verify.unverified(pe.a, pe.b, pe.pairs, pe.ests, min_effect)
+    beyond = gate.beyond(rows, bound)
+    failing = [c for c in beyond if (c["cell_id"], c["quantity"]) not in why] + gate.run_level_first_call(rows, bound)
+    if failing:
+        return "fail", [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing]
+    held = [c for c in beyond if (c["cell_id"], c["quantity"]) in why]
+    return ("unverified" if held else "pass"), [
+        f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])} ({why[(c['cell_id'], c['quantity'])].split(':')[0]})"
+        for c in held]
 
 
 def measure(data: Path, min_effect: float, show_pairs: bool, with_history: bool = True) -> dict:
@@ -128,9 +139,9 @@ def measure(data: Path, min_effect: float, show_pairs: bool, with_history: bool 
                     g = sum(math.log(x) for x in pts) / len(pts)
                     run_level[q].append((abs(g), len(pts), f"{a.run_id} / {b.run_id} {est.pct(math.exp(g))} over {len(pts)} cells"))
             for x, y, e in ((a, b, pe), (b, a, pair_estimates.estimate_pair(loaded, b, a, min_effect=min_effect, history=hist))):
-                fails = gate_fails(e)
-                if fails:
-                    gate_aa.append(f"{y.run_id} against {x.run_id}: {'; '.join(fails)}")
+                said, lines = gate_verdict(e, min_effect=min_effect)
+                if said != "pass":
+                    gate_aa.append((said, f"{y.run_id} against {x.run_id}: {'; '.join(lines)}"))
         for a, b in pl:
             pe = pair_estimates.estimate_pair(loaded, a, b, min_effect=min_effect, history=hist)
             pct = plant(b)["plant_slowdown_pct"]
@@ -142,7 +153,9 @@ def measure(data: Path, min_effect: float, show_pairs: bool, with_history: bool 
                 planted.append((f"{a.run_id} / {b.run_id} (+{pct}%)", pe.labels[cid], est.pct(e.point),
                                 e.call == est.REGRESSED, a.env.get("device") == "cuda"))
             if bound and a.env.get("device") == "cuda":  # a pair with planted GPU-bound cells
-                gate_planted.append((f"{b.run_id} against {a.run_id} (+{pct}%)", bool(gate_fails(pe))))
+                gate_planted.append((f"{b.run_id} against {a.run_id} (+{pct}%)",
+                                     gate_verdict(pe, min_effect=min_effect)[0],
+                                     gate_verdict(pe, GATE_BELOW, min_effect)[0]))
     return {"pairs": n_pairs, "callable": dict(callable_n), "called": dict(called_n), "false": false_calls,
             "planted": planted, "gate_aa": gate_aa, "gate_planted": gate_planted, "run_level": run_level}
 
@@ -179,14 +192,22 @@ def main(argv=None) -> int:
               f"shift of a pair of 3 or more cells |mean ln B/A| {wide:.3f}")
         for _, _, line in over:
             print(f"  run-level {q} call: {line}")
-    print(f"make gate at its defaults (every quantity, {GATE_BOUND:.0%}): fails {len(got['gate_aa'])} of "
-          f"{2 * got['pairs']} same-torch comparisons (each pair both ways); fails "
-          f"{sum(f for _, f in got['gate_planted'])} of {len(got['gate_planted'])} planted GPU pairs")
-    for line in got["gate_aa"]:
+    fails = [line for said, line in got["gate_aa"] if said == "fail"]
+    held = [line for said, line in got["gate_aa"] if said == "unverified"]
+    planted = got["gate_planted"]
+    print(f"make gate at its defaults (every quantity, {GATE_BOUND:.0%}): of {2 * got['pairs']} same-torch "
+          f"comparisons (each pair both ways) fails {len(fails)}, unverified (exit 4) {len(held)}; of "
+          f"{len(planted)} planted GPU pairs fails {sum(p[1] == 'fail' for p in planted)}, unverified "
+          f"{sum(p[1] == 'unverified' for p in planted)}; at --max-regression {GATE_BELOW:.0%} fails "
+          f"{sum(p[2] == 'fail' for p in planted)}, unverified {sum(p[2] == 'unverified' for p in planted)} "
+          f"of {len(planted)}")
+    for line in fails:
         print(f"  gate fails an A/A: {line}")
-    for pair, failed in got["gate_planted"]:
-        if not failed:
-            print(f"  gate passes a planted pair: {pair}")
+    for line in held:
+        print(f"  gate says unverified of an A/A: {line}")
+    for pair, said, below in planted:
+        if said != "fail" or below != "fail":
+            print(f"  planted pair {pair}: at {GATE_BOUND:.0%} {said}, at {GATE_BELOW:.0%} {below}")
     return 0
 
 

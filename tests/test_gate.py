@@ -153,6 +153,7 @@ def test_report_options_out_of_range_are_refused_by_name_not_a_traceback(capsys,
     (["BASELINE=aa-venv-venv", "CANDIDATE=aa-venv-venvp5", "MAX_REGRESSION=2%", "ALLOW_MISMATCH=1"],
      "exited 1 (a called regression beyond the bound)"),
     (["BASELINE=nope", "CANDIDATE=aa-venv-venv"], "exited 2 (bad input, not a verdict)"),
+    (["BASELINE=eta4-h200", "CANDIDATE=eta5-h200"], "exited 4 (unverified: only regressions an A/A"),
 ])
 @pytest.mark.evidence
 def test_make_gate_exits_2_on_either_failure_and_its_last_line_says_which(make_args, says):
@@ -193,3 +194,76 @@ def test_an_unknown_run_names_the_closest_ids_not_every_run(capsys):
         head[len("unknown run(s) wh-x (closest: "):-1].split(", "))
     assert f"and {len(known) - SHOWN_RUNS} more" in text and "run-159" not in text
     assert unknown_runs(["zzz"], ["a"]) == "unknown run(s) zzz; available: a"
+
+
+def _est(q, point, call="regressed"):
+    from analysis.stats.estimates import Estimate
+
+    return Estimate(q, point, point * 0.98, point * 1.02, call, "t over 3 and 3 processes")
+
+
+class _Run:
+    def __init__(self, torch="2.11.0"):
+        self.env = {"torch_version": torch}
+        self.manifest = {}
+        self.run_id = torch
+
+
+def _unverified(pairs, ests, monkeypatch=None, hits=()):
+    from analysis.compare_report import changes, verify
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(changes, "retuned_cells", lambda pairs, ests: list(hits))
+        monkeypatch.setattr(changes, "versions", lambda a, b: ("2.11.0", "2.11.0"))
+    return verify.unverified(_Run(), _Run(), pairs, ests)
+
+
+def test_what_an_aa_can_produce_is_unverified_and_a_planted_slowdown_is_not(monkeypatch):
+    """The gate's rules (analysis/compare_report/verify.py) on stand-in cells: a compiled step that moved
+    alone (a plant) stays a regression; one whose eager step moved with it, a speedup moved by a
+    launch-bound side, a whole run that moved, and a draw the profile shows are unverified, each
+    named by its kind."""
+    from analysis.compare_report import verify
+
+    pairs = [{"cell_id": c} for c in ("plant", "together", "lb", "lbwide")]
+    pairs[2].update(eager_lb_a=True)
+    pairs[3].update(compiled_lb_b=True)
+    ests = {"compiled": {"plant": _est("compiled", 1.06), "together": _est("compiled", 1.14),
+                         "lb": _est("compiled", 1.0, "no significant change"), "lbwide": _est("compiled", 1.6, "not called")},
+            "eager": {"plant": _est("eager", 1.005, "no significant change"), "together": _est("eager", 1.115),
+                      "lb": _est("eager", 0.79, "not called: launch-bound side"), "lbwide": _est("eager", 1.0, "-")},
+            "speedup": {"plant": _est("speedup", 0.95), "lb": _est("speedup", 0.795), "lbwide": _est("speedup", 0.6)}}
+    got = _unverified(pairs, ests, monkeypatch)
+    kinds = {k: v.split(":")[0] for k, v in got.items()}
+    assert kinds == {("together", "compiled"): verify.TOGETHER, ("together", "eager"): verify.TOGETHER,
+                     ("lb", "speedup"): verify.HOST_PACED}, got
+    # beyond the launch-bound sides' A/A spread (41%) a speedup change is not what an A/A produces
+    assert ("lbwide", "speedup") not in got
+    # an eager step that moved on its own because it is launch-bound is not the cell's pace
+    pairs2 = [{"cell_id": "x", "eager_lb_a": True, "eager_lb_b": True}]
+    e2 = {"compiled": {"x": _est("compiled", 1.109)}, "eager": {"x": _est("eager", 1.096, "not called: launch-bound side")},
+          "speedup": {}}
+    assert _unverified(pairs2, e2, monkeypatch) == {}
+    # ... unless every cell of the run moved both sides the same way (two cells are enough here)
+    pairs3 = pairs2 + [{"cell_id": "y", "eager_lb_a": True}]
+    e2["compiled"]["y"], e2["eager"]["y"] = _est("compiled", 1.5, "not called"), _est("eager", 1.6, "not called")
+    assert _unverified(pairs3, e2, monkeypatch)[("x", "compiled")].startswith(verify.TOGETHER + ": every cell")
+    # one compile's draw: only where the profile shows the re-tuned kernels carried the change (h[4])
+    class R:
+        changed, compared = [1, 2], 9
+    drawn = (pairs[0], R(), None, None, True)
+    assert _unverified(pairs, ests, monkeypatch, [drawn])[("plant", "compiled")].startswith(verify.DRAW)
+    assert ("plant", "compiled") not in _unverified(pairs, ests, monkeypatch, [(pairs[0], R(), None, None, None)])
+
+
+@pytest.mark.evidence
+def test_an_aa_regression_of_the_kinds_an_aa_produces_is_exit_4_unverified_not_a_failure(capsys):
+    """The H200 A/A whose speedup read -19.9% (ResNet-18 training, its compiled side launch-bound, one
+    compile's draw per run) failed the gate at its defaults; it is exit 4, named, with what decides it.
+    With a repeat pair the repeat decides (it does not repeat there: pass)."""
+    code, out = run_gate(capsys, "--baseline", "eta4-h200", "--candidate", "eta5-h200")
+    assert code == gate.UNVERIFIED == 4 and ": UNVERIFIED" in out.out, out.out
+    assert "unverified, not failing: resnet18 train amp_bf16 bs64 default: speedup -19.9%" in out.out
+    assert "a host-paced side" in out.out and "exit 4" in out.out
+    code, out = run_gate(capsys, "--baseline", "eta4-h200", "--candidate", "eta5-h200", "--repeat", "eta7-h200:eta8-h200")
+    assert code == 0 and "unverified" not in out.out, out.out

@@ -146,3 +146,12 @@ def test_the_false_alarm_budget_in_the_docs_is_what_the_benchmark_prints():
     warm = re.search(r"run-level warm first call: called in (\d+ of \d+)", out).group(1)
     flat = " ".join(doc.split())
     assert f"{cold} pairs called" in flat and f"), {warm}." in flat, (cold, warm)
+    # the gate (analysis/compare_report/verify.py): no same-torch pair fails it; no planted pair passes
+    # at a bound below its plant (each fails, or is unverified where the comparison could not call it)
+    gate_line = re.search(r"^make gate at its defaults.*$", out, re.M).group(0)
+    aa_fail, aa_held = map(int, re.search(r"comparisons \(each pair both ways\) fails (\d+), unverified \(exit 4\) (\d+)",
+                                          gate_line).groups())
+    below_fail, below_held, planted = map(int, re.search(r"at --max-regression 2% fails (\d+), unverified (\d+) of (\d+)",
+                                                         gate_line).groups())
+    assert aa_fail == 0 and below_fail + below_held == planted and below_fail >= planted - 2, gate_line
+    assert f"fails {aa_fail} and says unverified of {aa_held}" in flat, gate_line

@@ -16,8 +16,13 @@ that are not called (within the noise, launch-bound sides) never fail the gate, 
 point estimate. With `--repeat A2:B2` (repeatable; make REPEATS=) the
 same two versions measured on other machines are judged too (analysis/compare_report/repeats.py), and a regression
 fails only where it is called a regression in every pair that measured its cell and its smallest
-change across them is beyond the bound; the others are listed as not repeated. Exit codes: 0 pass, 1 a regression beyond the bound
-(named, one line each), 2 bad input (unknown run, bad bound), 3 unreadable data.
+change across them is beyond the bound; the others are listed as not repeated. Without repeat pairs, a
+regression beyond the bound that an A/A of one build can produce (one compile's autotune draw that the
+interval cannot hold, a speedup moved by a launch-bound side, a cell whose eager and compiled steps
+moved together: analysis/compare_report/verify.py) is *unverified*: named with what decides it, and
+it does not fail the gate on its own. Exit codes: 0 pass, 1 a regression beyond the bound (named, one
+line each), 2 bad input (unknown run, bad bound), 3 unreadable data, 4 unverified: regressions beyond
+the bound only of the kinds an A/A produces (repeat the pair, or give --repeat, to decide).
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from analysis.stats import estimates as est
 from analysis.compare_report import repeats
 from analysis.stats import core as stats
 from analysis.stats.history import History
+
+PASS, FAIL, BAD_INPUT, UNREADABLE, UNVERIFIED = 0, 1, 2, 3, 4
 
 
 def parse_bound(text: str, option: str = "--max-regression") -> float:
@@ -154,31 +161,46 @@ def main(argv: list[str]) -> int:
         report, bound, quantities = _report(args)
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except OSError as exc:
         print(f"error: cannot read the runs: {exc.strerror or exc} ({exc.filename})", file=sys.stderr)
-        return 3
+        return UNREADABLE
     changes = report.chart_rows.get("estimates", [])
     failing = beyond(changes, bound, quantities, args.per_cell_first_call)
     dropped = []
     if report.repeat_pairs:
         failing, dropped = _unrepeated(report, failing, bound)
+    unverified = []
+    if not report.repeat_pairs:  # a repeat pair decides what one pair cannot (repeats above)
+        why = report.unverified
+        unverified = [(c, why[(c["cell_id"], c["quantity"])]) for c in failing if (c["cell_id"], c["quantity"]) in why]
+        failing = [c for c in failing if (c["cell_id"], c["quantity"]) not in why]
     failing += run_level_first_call(changes, bound, quantities)  # the run as a whole: not repeated per cell
     called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
     head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "
             f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
-            f"{len(failing)} beyond {bound * 100:g}%")
+            f"{len(failing) + len(unverified)} beyond {bound * 100:g}%"
+            + (f" ({len(unverified)} unverified)" if unverified else ""))
     if report.repeat_pairs:
         # repeats where paired count: a cell some pairs did not measure repeats in those that did
         head += f" that repeat in every pair of runs that has the cell ({len(report.repeat_pairs)} pairs)"
     for c, r in dropped:
         print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "
               f"{' / '.join(r.changes)} ({r.outcome})")
-    if not failing:
+    if not failing and not unverified:
         print(f"{head}: pass")
-        return 0
-    print(f"{head}: FAIL")
+        return PASS
+    print(f"{head}: {'FAIL' if failing else 'UNVERIFIED'}")
     for c in failing:
-        print(f"  {c['cell']}: {est.QUANTITIES[c['quantity']][0]} {est.pct(c['ratio'])} "
-              f"(95% CI {est.pct(c['lo'])} to {est.pct(c['hi'])}; {c['interval_from']})")
-    return 1
+        print(f"  {_line(c)}")
+    for c, why in unverified:
+        print(f"  unverified, not failing: {_line(c)}: {why}")
+    if not failing:
+        print("  an A/A of one build can produce each of these: repeat the pair (or give REPEATS=) to decide; "
+              f"exit {UNVERIFIED}")
+    return FAIL if failing else UNVERIFIED
+
+
+def _line(c: dict) -> str:
+    return (f"{c['cell']}: {est.QUANTITIES[c['quantity']][0]} {est.pct(c['ratio'])} "
+            f"(95% CI {est.pct(c['lo'])} to {est.pct(c['hi'])}; {c['interval_from']})")

@@ -236,14 +236,13 @@ def _called_step(ests: dict[str, dict[str, est.Estimate]], cid: str) -> list[est
     return [x for x in (ests.get(q, {}).get(cid) for q in ("compiled", "speedup")) if x is not None and x.called]
 
 
-def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
+def retuned_cells(pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[tuple]:
     """Called compiled or speedup changes in cells whose cold compiles autotuned other launch configurations (one
-    torch in both runs: kernel names match; schema v8 records in both). Every process of a run shares
-    its cold compile's choices through the cache, so the processes' spread cannot hold them; not so
-    where both runs compiled every process cold (COLD_REPLICATES=1), whose intervals hold the draw.
-    Where both runs profiled the cell, only if the re-tuned kernels carried the change
-    (kernels.retuned_carried); unprofiled, the records alone cannot tell, and the line says so."""
-    same = versions(a, b)[0] == versions(a, b)[1]
+    torch in both runs: kernel names match; schema v8 records in both), as (pair, retuned, split A, split B,
+    carried). Every process of a run shares its cold compile's choices through the cache, so the
+    processes' spread cannot hold them; not so where both runs compiled every process cold
+    (COLD_REPLICATES=1), whose intervals hold the draw. Where both runs profiled the cell, only if the
+    re-tuned kernels carried the change (kernels.retuned_carried); unprofiled, the records alone cannot tell."""
     hit = []
     for p in pairs:
         if p.get("rep_cache_a") == "cold" and p.get("rep_cache_b") == "cold":
@@ -257,6 +256,20 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
         carried = kernels.retuned_carried(r, sa, sb)
         if carried is not False:
             hit.append((p, r, sa, sb, carried))
+    return hit
+
+
+def draw_unheld(hit: list[tuple], ests: dict[str, dict[str, est.Estimate]]) -> list[tuple]:
+    """Of retuned_cells' hits, those whose called changes' intervals hold only the processes' spread (no
+    sibling runs' spread, analysis/stats/history.py): the interval cannot show the compile's draw."""
+    return [h for h in hit if not all("sibling runs" in (x.reason or "") for x in _called_step(ests, h[0]["cell_id"]))]
+
+
+def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
+    """The line for retuned_cells' hits: a hint across versions (a name can be another kernel), a caveat
+    within one, saying whether each interval holds the draw (docs/diagnostics.md, 'The autotune record')."""
+    same = versions(a, b)[0] == versions(a, b)[1]
+    hit = retuned_cells(pairs, ests)
     if not hit:
         return []
     p, r, sa, sb, carried = hit[0]
@@ -269,9 +282,9 @@ def _retuned_caveat(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str,
              f"e.g. {k}, {kernels.config_change(ca, cb)}; not profiled in both runs, so whether they carried "
              "the change is not known")
     # the interval holds the draw only where sibling runs' spread is in it (analysis/stats/history.py)
-    held = [h for h in hit if all("sibling runs" in (x.reason or "") for x in _called_step(ests, h[0]["cell_id"]))]
-    holds = ("its interval holds the run-to-run spread of sibling runs, the draw among it" if len(held) == len(hit) else
-             f"the interval of {len(hit) - len(held)} of them holds only its processes' spread, which cannot show "
+    unheld = draw_unheld(hit, ests)
+    holds = ("its interval holds the run-to-run spread of sibling runs, the draw among it" if not unheld else
+             f"the interval of {len(unheld)} of them holds only its processes' spread, which cannot show "
              "that draw: repeat the runs (three sibling runs put their spread in the interval), or collect "
              "both with COLD_REPLICATES=1, whose intervals hold the draw")
     return [f"In {len(hit)} cell(s) with a called compiled or speedup change Inductor's autotuning chose other launch "

@@ -18,7 +18,7 @@ import numpy as np
 
 from analysis.stats import attribution, pair_estimates, uncertainty
 
-from analysis.compare_report import changes, compare_groups, repeats
+from analysis.compare_report import changes, compare_groups, repeats, verify
 
 from analysis.explain import kernels, program
 
@@ -137,6 +137,7 @@ class CompareReport:
     newly_passing: list[suites.StatusChange] = field(default_factory=list)  # failed in A, ok in B
     program_rows: list[program.ProgramRow] = field(default_factory=list)  # per paired compiled cell: graph, kernels, host
     program_suites: list[program.ProgramSuite] = field(default_factory=list)  # the same, per suite
+    unverified: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell id, quantity) -> why an A/A can produce its regression (verify.py)
 
 
 def _env_value(v) -> str:
@@ -349,6 +350,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     if prog_line:
         verdict = verdict + [prog_line]
     return CompareReport(
+        unverified=verify.unverified(a, b, pairs, ests, min_effect),
         suites=suite_rows, newly_failing=newly_failing, newly_passing=newly_passing,
         title=changes.title(a, b), baseline=a.run_id, candidate=b.run_id,
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
