@@ -908,6 +908,25 @@ def test_real_a_time_limit_signal_while_the_task_still_starts_is_timed_out(tmp_p
     assert state.startswith("timed out (limit 1 min; job ") and not _rows(tmp_path / "tp"), state
 
 
+def test_real_a_time_limit_signal_while_the_tasks_python_starts_is_timed_out_not_crashed(tmp_path):
+    """The limit's early signal (USR2, 6 s before a 1-minute limit) lands while the task's interpreter
+    still starts (70 s of site imports, before submitit or the task set any handler): SIGUSR2's default
+    kills it, srun says "User defined signal 2" and the scheduler FAILED. Status said "crashed"; it is
+    timed out, with the limit and what to do."""
+    _need_slurm()
+    slow = ROOT / "tests" / "support" / "slow_start"
+    proc = _collect_fake(tmp_path, "ts", 1, "--slurm-time", "1", "--modes", "default",
+                         env={"FAKE_START_SECONDS_IN_SLURM": "70",
+                              "PYTHONPATH": f"{slow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert proc.returncode == 0 and "submitted 1 cell(s)" in proc.stdout, proc.stdout + proc.stderr
+    st = _wait(tmp_path / "ts", lambda s: not s["counts"].get("queued") and not s["counts"].get("running"),
+               timeout=240)
+    (state,) = st["cells"].values()
+    assert state.startswith("timed out (limit 1 min; the limit's signal came while the task's Python still started: "
+                            "give more time with SLURM_TIME; job "), state
+    assert st["counts"] == {"timed out": 1} and not _rows(tmp_path / "ts")
+
+
 def test_real_a_task_whose_setup_line_fails_shows_that_line_in_status(tmp_path):
     """A site's setup line fails before Python starts (a module that is not there): the task leaves
     no result and no claim; status names the line it wrote last instead of a bare 'lost'."""

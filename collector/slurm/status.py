@@ -8,7 +8,8 @@ Where that comes from, first answer kept:
    cancelled or preempted (scancel and preemption send the same signal; the scheduler's record,
    3., tells them apart where it has one);
 2. submitit's result file of the task: an error there is a task that raised (crashed, with the
-   error's last line);
+   error's last line); no result and srun's "User defined signal 2" as the task's last error line:
+   the limit's signal killed the interpreter while it still started -> timed out;
 3. the scheduler's record of the finished job: `sacct` where the cluster keeps accounting, else
    `scontrol show job`, which remembers a job for MinJobAge (300 s by default): TIMEOUT,
    CANCELLED, PREEMPTED, NODE_FAIL, FAILED, OUT_OF_MEMORY, ...;
@@ -30,6 +31,7 @@ from pathlib import Path
 from collector.host.store import RunStore, read_run_manifest
 
 SUBMISSIONS = "submissions.json"
+LIMIT_SIGNAL = "User defined signal 2"  # srun's words for a task killed by SIGUSR2, the time limit's early signal
 STOPPED = ".stopped"  # logs/<cell>.stopped: why the scheduler stopped a task before its row
 TIMED_OUT, CANCELLED, PREEMPTED, NODE_FAILURE, CRASHED, LOST = (
     "timed out", "cancelled", "preempted", "node failure", "crashed", "lost")
@@ -155,6 +157,12 @@ def why_gone(run_dir: Path, cid: str, entry: dict, claims: dict, accounting: dic
         return f"{CRASHED} (job {job}: {last[-1][:160] if last else 'no traceback'})"
     said = _err_tail(Path(run_dir), sub, job) if job else None
     tail = f"; its last error line: {said}" if said else ""
+    if said and LIMIT_SIGNAL in said and state not in ("CANCELLED", "PREEMPTED", "NODE_FAIL"):
+        # the limit's early signal (submitit's --signal=USR2@...) reached the task's interpreter while it
+        # still started, before any handler (site imports, a slow file system): its default kills it
+        limit = f"limit {sub['time_min']} min; " if sub.get("time_min") else ""
+        return (f"{TIMED_OUT} ({limit}the limit's signal came while the task's Python still started: give more time "
+                f"with SLURM_TIME; job {job})")
     if state in SACCT:
         return f"{SACCT[state]} (scheduler: {state}, job {job}{tail})"
     if claims.get(cid, {}).get("job_id") == job:

@@ -222,7 +222,8 @@ def submit_run(matrix, env: dict, out_dir: Path, run_id: str, executor, out=None
                         max(1, settings.time_min) if settings is not None else None) for c in todo]
         folder = run_dir / "slurm" / f"submission{n}"  # never reused: job ids restart with a cluster
         name = f"tcb-{run_id}-s{n}-{os.urandom(3).hex()}"  # what finds the array if sbatch never answers
-        entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name}
+        entry = {"n": n, "submitted_at": time.time(), "cells": len(todo), "folder": str(folder), "name": name,
+                 **({"time_min": max(1, settings.time_min)} if settings is not None else {})}
         ids = _submit_or_cancel(executor, jobs, folder, name, run_dir, subs, entry, out)
         subs["submissions"].append({**entry, "arrays": arrays_of(ids)})
         _remember(known, todo, ids, n)
