@@ -84,8 +84,10 @@ def gate_verdict(pe, bound: float = GATE_BOUND, min_effect: float = stats.MIN_EF
     why = verify.unverified(pe.a, pe.b, pe.pairs, pe.ests, min_effect)
     beyond = gate.beyond(rows, bound)
     failing = [c for c in beyond if (c["cell_id"], c["quantity"]) not in why] + gate.run_level_first_call(rows, bound)
-    if failing:
-        return "fail", [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing]
+    broken = gate.newly_failing([(pe.labels[p["cell_id"]], p["status_a"], p["status_b"]) for p in pe.pairs])
+    if failing or broken:
+        return "fail", [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing] + [
+            f"newly failing {x}" for x in broken]
     held = [c for c in beyond if (c["cell_id"], c["quantity"]) in why]
     return ("unverified" if held else "pass"), [
         f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])} ({why[(c['cell_id'], c['quantity'])].split(':')[0]})"

@@ -267,3 +267,22 @@ def test_an_aa_regression_of_the_kinds_an_aa_produces_is_exit_4_unverified_not_a
     assert "a host-paced side" in out.out and "exit 4" in out.out
     code, out = run_gate(capsys, "--baseline", "eta4-h200", "--candidate", "eta5-h200", "--repeat", "eta7-h200:eta8-h200")
     assert code == 0 and "unverified" not in out.out, out.out
+
+
+def test_a_cell_ok_in_the_baseline_that_fails_in_the_candidate_fails_the_gate(monkeypatch, capsys):
+    """A new torch that breaks a model's compile used to pass the gate: no estimate, nothing called.
+    It fails (exit 1, the cell and its statuses named) unless --allow-new-failures; a cell skipped in
+    either run (its package could not build it there) and one that was failing already do not."""
+    from types import SimpleNamespace
+
+    transitions = [("bert infer bs32 default", "ok", "compile_error", "slower"),
+                   ("gpt2 infer bs8 default", "ok", "skipped", "slower"),
+                   ("vit infer bs8 default", "timeout", "ok", "faster"),
+                   ("t5 infer bs8 default", "runtime_error", "timeout", "unclear")]
+    assert gate.newly_failing(transitions) == ["bert infer bs32 default (ok -> compile_error)"]
+    report = SimpleNamespace(chart_rows={"estimates": []}, repeat_pairs=[], unverified={}, transitions=transitions)
+    monkeypatch.setattr(gate, "_report", lambda args: (report, 0.05, set()))
+    assert gate.main(["--baseline", "a", "--candidate", "b"]) == gate.FAIL
+    out = capsys.readouterr().out
+    assert "1 cell(s) newly failing: FAIL" in out and "  newly failing: bert infer bs32 default (ok -> compile_error)" in out
+    assert gate.main(["--baseline", "a", "--candidate", "b", "--allow-new-failures"]) == gate.PASS

@@ -21,7 +21,8 @@ regression beyond the bound that an A/A of one build can produce (one compile's 
 interval cannot hold, a speedup moved by a launch-bound side, a cell whose eager and compiled steps
 moved together: analysis/compare_report/verify.py) is *unverified*: named with what decides it, and
 it does not fail the gate on its own. Exit codes: 0 pass, 1 a regression beyond the bound (named, one
-line each), 2 bad input (unknown run, bad bound), 3 unreadable data, 4 unverified: regressions beyond
+line each; a cell ok in A that fails in B fails it too, unless --allow-new-failures), 2 bad input
+(unknown run, bad bound), 3 unreadable data, 4 unverified: regressions beyond
 the bound only of the kinds an A/A produces (repeat the pair, or give --repeat, to decide).
 """
 from __future__ import annotations
@@ -77,6 +78,15 @@ def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None
     return sorted(out, key=lambda c: -c["worse"])
 
 
+def newly_failing(transitions) -> list[str]:
+    """The cells ok in the baseline and attempted but not ok in the candidate (a crash, a compile error,
+    a timeout, an accuracy failure), as 'label (ok -> status)'; a cell skipped in either (a model its
+    package could not build there) was not attempted. `transitions`: (label, status A, status B, ...)."""
+    from analysis.run_report.suites import NOT_ATTEMPTED
+
+    return [f"{t[0]} (ok -> {t[2]})" for t in transitions if t[1] == "ok" and t[2] != "ok" and t[2] not in NOT_ATTEMPTED]
+
+
 def run_level_first_call(changes: list[dict], bound: float, quantities: set[str] | None = None) -> list[dict]:
     """The run's cold and warm first call, the geometric mean of its cells' ratios, called against the
     A/A run-level bound (estimates.run_level_bound, the verdict's line): a regression beyond `bound`."""
@@ -105,6 +115,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="a further pair of runs of the same two versions from another machine or run set (repeatable): "
                    "fail only on regressions that repeat in every pair")
     p.add_argument("--allow-mismatch", action="store_true", help="gate runs of different devices or matrices")
+    p.add_argument("--allow-new-failures", action="store_true",
+                   help="do not fail on cells ok in the baseline that fail in the candidate (they fail the gate by default)")
     p.add_argument("--per-cell-first-call", action="store_true",
                    help="gate each cell's cold and warm first call too, not only the run's geometric mean")
     p.add_argument("--reps", type=stats.replicates, default=stats.DEFAULT_REPS,
@@ -176,6 +188,7 @@ def main(argv: list[str]) -> int:
         unverified = [(c, why[(c["cell_id"], c["quantity"])]) for c in failing if (c["cell_id"], c["quantity"]) in why]
         failing = [c for c in failing if (c["cell_id"], c["quantity"]) not in why]
     failing += run_level_first_call(changes, bound, quantities)  # the run as a whole: not repeated per cell
+    broken = [] if args.allow_new_failures else newly_failing(report.transitions)
     called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)
     head = (f"gate {args.candidate} against {args.baseline}: {len(changes)} estimates over "
             f"{len({c['cell_id'] for c in changes})} cells, {called} called regression(s), "
@@ -187,18 +200,22 @@ def main(argv: list[str]) -> int:
     for c, r in dropped:
         print(f"  not repeated, not failing: {c['cell']}: {est.QUANTITIES[c['quantity']][0]} "
               f"{' / '.join(r.changes)} ({r.outcome})")
-    if not failing and not unverified:
+    if broken:
+        head += f", {len(broken)} cell(s) newly failing"
+    if not failing and not unverified and not broken:
         print(f"{head}: pass")
         return PASS
-    print(f"{head}: {'FAIL' if failing else 'UNVERIFIED'}")
+    print(f"{head}: {'FAIL' if failing or broken else 'UNVERIFIED'}")
+    for line in broken:
+        print(f"  newly failing: {line}")
     for c in failing:
         print(f"  {_line(c)}")
     for c, why in unverified:
         print(f"  unverified, not failing: {_line(c)}: {why}")
-    if not failing:
+    if not failing and not broken:
         print("  an A/A of one build can produce each of these: repeat the pair (or give REPEATS=) to decide; "
               f"exit {UNVERIFIED}")
-    return FAIL if failing else UNVERIFIED
+    return FAIL if failing or broken else UNVERIFIED
 
 
 def _line(c: dict) -> str:
