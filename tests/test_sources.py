@@ -399,3 +399,49 @@ def test_a_collect_that_names_its_models_gets_a_run_of_its_own():
     from collector.host.store import check_run_id
 
     assert check_run_id(user) and check_run_id(bert) and user[0].isalnum()
+
+
+def test_a_timm_name_is_checked_where_timm_does_not_import(monkeypatch, tmp_path, capsys):
+    """Where timm does not import (no timm here: the CPU build 2.13.0), `MODELS=timm:resnet_10t` wrote
+    4 skipped rows and exited 0: the shipped list (timm_models.txt) catches it before any cell, with the
+    closest names; a known name still gets its skipped rows and the note saying what to do."""
+    from collector.models import timm_names
+
+    monkeypatch.setattr(check.importlib.util, "find_spec", lambda name: None if name == "timm" else object())
+    found = check.check(["timm:resnet_10t", "timm:resnet10t", "timm:deit_tiny_patch16_224.fb_in1k"])
+    version, names = timm_names.shipped()
+    assert version == "1.0.31" and len(names) > 1000 and "resnet10t" in names
+    assert found["unknown"] == [f"model 'timm:resnet_10t': timm {version} (the list shipped with the project: timm "
+                                "does not import in this interpreter) has no model 'resnet_10t'; closest: resnet10t, "
+                                "resnet50t, resnet14t, resnet101, resnetv2_50t"]
+    assert found["missing"] == {"timm": ["timm:resnet10t", "timm:deit_tiny_patch16_224.fb_in1k"]}
+    # timm installed but failing to import (no torchvision that pairs with this torch): the same list
+    monkeypatch.setattr(check.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setitem(sys.modules, "timm", None)  # `import timm` raises ImportError
+    found = check.check(["timm:resnet_10t", "timm:resnet10t"])
+    assert len(found["unknown"]) == 1 and "closest: resnet10t" in found["unknown"][0]
+    assert list(found["missing"]) == ["timm (ModuleNotFoundError: import of timm halted; None in sys.modules)"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed here")
+def test_the_shipped_timm_list_is_the_pinned_timms():
+    """Where the pinned timm imports (TORCH=2.14.1's venv), the shipped list is its list_models()."""
+    import timm
+    from collector.models import timm_names
+
+    version, names = timm_names.shipped()
+    if timm.__version__ != version:
+        pytest.skip(f"timm {timm.__version__} here, the list is {version}'s")
+    assert names == timm.list_models()
+
+
+def test_make_collect_with_a_misspelled_timm_name_stops_before_any_cell_without_timm(tmp_path):
+    """The newcomer's path in the default venv (no timm): exit 2, the closest names, nothing written."""
+    import subprocess
+
+    if importlib.util.find_spec("timm") is not None:
+        pytest.skip("timm imports here: test_check_names_unknown_timm_models_with_the_closest covers it")
+    proc = subprocess.run([sys.executable, "-m", "collector", "--preset", "smoke", "--models", "timm:resnet_10t",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "has no model 'resnet_10t'; closest: resnet10t" in proc.stderr, proc.stderr
+    assert not any(tmp_path.iterdir())

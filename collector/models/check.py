@@ -3,7 +3,8 @@
     python -m collector.models.check REF [REF ...]   # prints {"unknown": [...], "missing": {...}}
 
 `unknown`: one message per reference whose name its source does not know, with the closest valid
-names (timm's model list, transformers' classes, the user module's functions). `missing`: the
+names (timm's model list, transformers' classes, the user module's functions); a `timm:` name is
+checked against the list shipped with the project where timm does not import. `missing`: the
 packages a source needs that this interpreter cannot import ({package: [refs]}); those cells become
 `skipped` rows. A user module that fails to import is not judged here: its cells become build_error
 rows naming the function, as any failure of the user's code does.
@@ -25,6 +26,12 @@ def check(refs: list[str]) -> dict:
         kind = sources.kind_of(name)
         needs = {"timm": "timm", "hf": "transformers"}.get(kind)
         if needs and importlib.util.find_spec(needs) is None:
+            try:
+                if kind == "timm":  # the shipped list: a misspelled name stops the collector here too
+                    _check_timm(name.partition(":")[2], live=False)
+            except LookupError as exc:
+                unknown.append(f"model {ref!r}: {exc}")
+                continue
             missing.setdefault(needs, []).append(ref)
             continue
         try:
@@ -36,6 +43,12 @@ def check(refs: list[str]) -> dict:
             else:
                 _check_user(name)
         except ImportError as exc:  # timm without torchvision, transformers without its needs
+            try:
+                if kind == "timm":
+                    _check_timm(name.partition(":")[2], live=False)
+            except LookupError as exc2:
+                unknown.append(f"model {ref!r}: {exc2}")
+                continue
             missing.setdefault(f"{needs} ({type(exc).__name__}: {exc})"[:300], []).append(ref)
         except (LookupError, ValueError) as exc:
             unknown.append(f"model {ref!r}: {exc}")
@@ -53,14 +66,22 @@ def _check_user(name: str) -> None:
         pass
 
 
-def _check_timm(name: str) -> None:
-    import timm
+def _check_timm(name: str, live: bool = True) -> None:
+    """LookupError when timm has no model `name`: timm's own list where it imports (`live`), else the
+    list shipped with the project (collector/models/timm_names.py: the pinned timm's)."""
+    if live:
+        import timm
 
+        version, known = timm.__version__, timm.list_models()
+    else:
+        from collector.models import timm_names
+
+        version, known = timm_names.shipped()
+        version += " (the list shipped with the project: timm does not import in this interpreter)"
     base = name.partition(".")[0]  # a pretrained tag (convnextv2_nano.fcmae_ft_in22k_in1k) names a config
-    known = timm.list_models()
     if base not in known:
         close = difflib.get_close_matches(base, known, n=5, cutoff=0.6)
-        raise LookupError(f"timm {timm.__version__} has no model {base!r}"
+        raise LookupError(f"timm {version} has no model {base!r}"
                           + (f"; closest: {', '.join(close)}" if close else
                              f"; timm.list_models() names {len(known)}, e.g. resnet50, convnext_tiny, vit_base_patch16_224"))
 
@@ -90,8 +111,9 @@ def check_in(python: str, refs: list[str], timeout_s: float | None = None) -> No
         raise ValueError(f"checking the model names with {python} failed: "
                          f"{(proc.stderr or proc.stdout).strip()[-600:]}") from None
     for package, which in found["missing"].items():
-        print(f"note: {python} cannot import {package}: {len(which)} model(s) will be skipped rows "
-              f"({', '.join(which[:4])}{', ...' if len(which) > 4 else ''}); docs/models.md says what to install",
+        hint = " (TORCH=2.14.1 has timm, or install it)" if package.startswith("timm") else ""
+        print(f"note: {package} does not import in {python}: {len(which)} model(s) will be skipped rows "
+              f"({', '.join(which[:4])}{', ...' if len(which) > 4 else ''}){hint}; docs/models.md says what to install",
               file=sys.stderr)
     if found["unknown"]:
         raise ValueError("unknown model name(s), checked with " + python + ":\n  " + "\n  ".join(found["unknown"]))
