@@ -103,7 +103,7 @@ help: ## list the targets
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02] [PER_CELL_FIRST_CALL=1] [ALLOW_NEW_FAILURES=1]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
-	@echo "                   measured (benchmarks/false_alarms.py): fails 4 of 170 same-torch comparisons, 18 of 20 planted GPU pairs"
+	@echo "                   measured (benchmarks/false_alarms.py): fails 0 of 172 same-torch comparisons (5 unverified: exit 4), 17 of 22 planted GPU pairs (20 at 2%)"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 
@@ -111,7 +111,7 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 
 $(VENV)/.report-deps: pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/pip install -q "duckdb>=1.3" "pandas>=2.0" "pyarrow>=14" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7"
+	$(VENV)/bin/pip install -q "duckdb>=1.3" "jsonschema>=4" "pandas>=2.0" "pyarrow>=14" "jinja2>=3.1" "matplotlib>=3.7" "pytest>=7"
 	touch $@
 
 $(VENV)/.collect-deps: $(VENV)/.report-deps

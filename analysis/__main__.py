@@ -178,6 +178,16 @@ def _run_reports(args, loaded, runs: list, pub, evidence: int) -> None:
         print(f"index: {index.write_index(args.out, entries, pub, evidence)}")
 
 
+def gate_main() -> int:
+    """The installed `compile-bench-gate`: python -m analysis gate."""
+    return main(["gate", *sys.argv[1:]])
+
+
+def confirm_main() -> int:
+    """The installed `compile-bench-confirm`: python -m analysis confirm."""
+    return main(["confirm", *sys.argv[1:]])
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["confirm"]:  # python -m analysis confirm --baseline A --candidate B (analysis/commands/screen.py)

@@ -34,13 +34,19 @@ except ModuleNotFoundError as _missing:  # a bare interpreter: say what to insta
     sys.exit(2)
 
 
+def home() -> Path:
+    """Where runs go by default: the checkout this package sits in (it has data/), else the current
+    folder (an installed `compile-bench-collect` lives in site-packages: it writes ./data/runs)."""
+    return PROJECT_ROOT if (PROJECT_ROOT / "data").is_dir() else Path.cwd()
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options of collector/commands/options.py (the one table), parsed."""
     p = options.Parser(prog="python -m collector", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_to(p)
     args = p.parse_args(argv)
-    args.out = args.out or str(PROJECT_ROOT / "data" / "runs")
+    args.out = args.out or str(home() / "data" / "runs")
     args.slurm_args = args.slurm_args or []
     return args
 

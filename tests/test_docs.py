@@ -64,18 +64,24 @@ def test_the_readme_is_short_and_every_doc_it_names_exists():
 
 
 def test_the_wheel_packages_every_module_and_data_file():
-    """`pip install .` must give a working tool: every folder of Python modules under collector/ and
-    analysis/ is a listed package, and the presets, SQL and templates travel as package data
-    (checked by building the wheel once: collector.plan.matrix builds the versions preset from the
-    installed files and `python -m analysis` renders)."""
+    """`pip install .` must give a working tool: every folder of Python modules or data under collector/
+    and analysis/ is a package setuptools finds (pyproject's packages.find, not a list kept by hand),
+    and the presets, SQL, schemas, timm's names and templates travel as package data."""
     import tomllib
 
+    from setuptools import find_namespace_packages
+
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(conf["packages"])
+    assert isinstance(conf["packages"], dict), "packages are found (tool.setuptools.packages.find), not listed"
+    listed = set(find_namespace_packages(where=str(ROOT), include=conf["packages"]["find"]["include"]))
     for top in ("collector", "analysis"):
         for d in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir() and p.name != "__pycache__")]:
             if any(d.glob("*.py")) or any(d.glob("*.sql")) or any(d.glob("*.toml")) or any(d.glob("*.json")):
                 assert ".".join(d.relative_to(ROOT).parts) in listed, d
+            for ext in ("sql", "toml", "json", "txt"):
+                if any(d.glob(f"*.{ext}")):
+                    pkg = ".".join(d.relative_to(ROOT).parts)
+                    assert f"*.{ext}" in conf["package-data"].get(pkg, []), (pkg, ext)
     assert "report_templates" in listed and "*.j2" in conf["package-data"]["report_templates"]
 
 

@@ -48,8 +48,48 @@ def test_the_checker_names_what_breaks_the_contract(fixture_copy, tmp_path):
     assert any(e.startswith("$.groups[0].speedup: str") for e in found)
     assert "$.cells[0]: missing 'status'" in found and "$.cells[1]: unexpected 'extra'" in found
     assert any(e.startswith("$.generated_at:") for e in found)
+    # the jsonschema package checks every keyword (the small checker, its stand-in without it, refuses
+    # one it does not know); the two word the same breaches alike
+    from collector.record import jsonschema as checker
+
+    pytest.importorskip("jsonschema")
+    assert errors(3, {"oneOf": [{"type": "integer"}, {"minimum": 0}]})[0].startswith("$: 3 is valid under each of")
     with pytest.raises(ValueError, match="not checked here: oneOf"):
-        errors(1, {"oneOf": []})
+        checker.subset_errors(1, {"oneOf": []})
+    with pytest.raises(ValueError, match="not a valid JSON Schema"):
+        errors(1, {"type": "integr"})
+    assert sorted(errors(bad, RUN_SCHEMA)) == sorted(checker.subset_errors(bad, RUN_SCHEMA))
+
+
+@pytest.mark.evidence
+def test_the_jsonschema_package_and_the_stand_in_agree_on_every_committed_contract():
+    """Every committed estimates.json and run.json against its schema, by the jsonschema package and by
+    the small checker that stands in for it where it is not installed: both valid, and the same words
+    for a run.json broken in the ways the report's loader takes apart."""
+    pytest.importorskip("jsonschema")
+    from collector.record import jsonschema as checker
+    from collector.record import manifest
+    from conftest import ROOT
+
+    paths = sorted((ROOT / "docs" / "examples").glob("*/estimates.json"))
+    assert len(paths) > 20
+    for path in paths:
+        data = json.loads(path.read_text())
+        schema = json.loads((SCHEMAS / f"{'compare' if 'baseline' in data else 'run'}-estimates.schema.json").read_text())
+        assert errors(data, schema) == checker.subset_errors(data, schema) == [], path
+    runs = sorted((ROOT / "data" / "examples").glob("*/run.json"))
+    for path in runs[:40]:
+        data = json.loads(path.read_text())
+        assert errors(data, manifest.SCHEMA) == checker.subset_errors(data, manifest.SCHEMA), path
+    data = json.loads(runs[0].read_text())
+    data["protocol"]["blocks"] = "six"
+    data["sessions"].append({"started": 1})
+    data["surprise"] = [1]
+    del data["environment"]
+    got = errors(data, manifest.SCHEMA)
+    assert sorted(got) == sorted(checker.subset_errors(data, manifest.SCHEMA)), got
+    assert "$: missing 'environment'" in got and "$: unexpected 'surprise'" in got
+    assert any(g.startswith("$.protocol.blocks: str") for g in got)
 
 
 @pytest.mark.evidence

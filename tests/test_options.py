@@ -171,9 +171,31 @@ def test_the_installed_commands_are_the_two_entry_points():
     from conftest import ROOT
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(scripts) == {"compile-bench-collect", "compile-bench-report"}
+    assert set(scripts) == {"compile-bench-collect", "compile-bench-report", "compile-bench-gate", "compile-bench-confirm"}
     for target in scripts.values():
         module, func = target.split(":")
         assert callable(getattr(importlib.import_module(module), func))
     assert scripts["compile-bench-collect"] == "collector.__main__:main"
     assert scripts["compile-bench-report"] == "analysis.__main__:main"
+
+
+def test_the_installed_gate_and_confirm_are_the_modules_subcommands(monkeypatch, capsys):
+    """compile-bench-gate ARGS is python -m analysis gate ARGS (one line and exit 2 on an unknown run)."""
+    import analysis.__main__ as am
+
+    monkeypatch.setattr(sys, "argv", ["compile-bench-gate", "--baseline", "nope-a", "--candidate", "nope-b"])
+    assert am.gate_main() == 2 and "unknown run(s) nope-a" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["compile-bench-confirm", "--threshold", "abc", "--baseline", "a", "--candidate", "b"])
+    code = am.confirm_main()
+    assert code == 2 and "unknown run(s) a" in capsys.readouterr().err
+
+
+def test_an_installed_collector_writes_runs_under_the_current_folder(monkeypatch, tmp_path):
+    """Installed, the package sits in site-packages (no data/ beside it): runs go to ./data/runs of the
+    folder the command runs in, not into site-packages; in a checkout, to the checkout's data/runs."""
+    import collector.__main__ as cm
+
+    assert cm.parse_args([]).out == str(cm.PROJECT_ROOT / "data" / "runs")
+    monkeypatch.setattr(cm, "PROJECT_ROOT", tmp_path / "site-packages")
+    monkeypatch.chdir(tmp_path)
+    assert cm.parse_args([]).out == str(tmp_path / "data" / "runs")

@@ -1,13 +1,63 @@
-"""A small JSON Schema checker for the project's own contracts (collector/record/run.schema.json, the
-estimates.json schemas in analysis/data/schemas/): type (one or a list), enum, pattern, minimum, required,
-properties, additionalProperties (false or a schema), items, minItems and maxItems. Enough for those
-files, without a dependency; a keyword it does not know is an error, so a schema cannot silently ask for
-more than is checked. No torch.
+"""The project's contracts (collector/record/run.schema.json, the estimates.json schemas in
+analysis/data/schemas/) checked with the `jsonschema` package (Draft 2020-12, every keyword), its
+errors worded the way the readers of these messages take them apart: '$.cells[3].speedup: ...',
+"$: missing 'status'", "$: unexpected 'extra'" (analysis/data/load.py drops the field a message names).
+
+Where `jsonschema` is not installed (a bare GPU image's Python that only collects: the collect side
+needs torch alone), a small checker of the keywords these schemas use stands in: type (one or a
+list), enum, pattern, minimum, required, properties, additionalProperties (false or a schema),
+items, minItems and maxItems; a keyword it does not know is an error there, so a schema cannot
+silently ask it for more than it checks. tests/test_estimates_contract.py holds the two to the same
+answers on the committed files and on broken ones. No torch.
 """
 from __future__ import annotations
 
 import json
 import re
+
+
+def errors(value, schema: dict, where: str = "$") -> list[str]:
+    """Every way `value` breaks `schema`, each naming its path ('$.cells[3].speedup: ...');
+    ValueError for a schema that is not valid JSON Schema."""
+    try:
+        import jsonschema
+    except ImportError:
+        return subset_errors(value, schema, where)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    out = []
+    for e in sorted(cls(schema).iter_errors(value), key=lambda e: [str(x) for x in e.absolute_path]):
+        out += _worded(e, where)
+    return out
+
+
+def _path(where: str, parts) -> str:
+    return where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def _worded(e, where: str) -> list[str]:
+    at, inst, kind, want = _path(where, e.absolute_path), e.instance, e.validator, e.validator_value
+    if kind == "required":
+        return [f"{at}: missing {k!r}" for k in want if isinstance(inst, dict) and k not in inst]
+    if kind == "additionalProperties" and want is False and isinstance(inst, dict):
+        props = e.schema.get("properties", {})
+        return [f"{at}: unexpected {k!r}" for k in inst if k not in props]
+    if kind == "type":
+        kinds = want if isinstance(want, list) else [want]
+        return [f"{at}: {type(inst).__name__} {json.dumps(inst)[:60]}, not {' or '.join(kinds)}"]
+    if kind in ("minItems", "maxItems"):
+        return [f"{at}: {len(inst)} items, not {e.schema.get('minItems', 0)} to {e.schema.get('maxItems', 'any')}"]
+    if kind == "enum":
+        return [f"{at}: {json.dumps(inst)[:60]} is not one of {want}"]
+    if kind == "pattern":
+        return [f"{at}: {inst[:60]!r} does not match {want}"]
+    if kind == "minimum":
+        return [f"{at}: {inst} is below {want}"]
+    return [f"{at}: {e.message[:200]}"]
+
 
 KNOWN = {"$schema", "title", "description", "type", "enum", "pattern", "minimum", "required", "properties",
          "additionalProperties", "items", "minItems", "maxItems"}
@@ -22,8 +72,8 @@ def _is(value, kind: str) -> bool:
     return isinstance(value, TYPES[kind])
 
 
-def errors(value, schema: dict, where: str = "$") -> list[str]:
-    """Every way `value` breaks `schema`, each naming its path ('$.cells[3].speedup: ...')."""
+def subset_errors(value, schema: dict, where: str = "$") -> list[str]:
+    """`errors` without the jsonschema package: the keywords in KNOWN only (the module's docstring)."""
     unknown = set(schema) - KNOWN
     if unknown:
         raise ValueError(f"schema keyword(s) not checked here: {', '.join(sorted(unknown))} (at {where})")
@@ -44,14 +94,14 @@ def errors(value, schema: dict, where: str = "$") -> list[str]:
         extra = schema.get("additionalProperties", True)
         for k, v in value.items():
             if k in props:
-                out += errors(v, props[k], f"{where}.{k}")
+                out += subset_errors(v, props[k], f"{where}.{k}")
             elif extra is False:
                 out.append(f"{where}: unexpected {k!r}")
             elif isinstance(extra, dict):
-                out += errors(v, extra, f"{where}.{k}")
+                out += subset_errors(v, extra, f"{where}.{k}")
     if isinstance(value, list) and not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
         out.append(f"{where}: {len(value)} items, not {schema.get('minItems', 0)} to {schema.get('maxItems', 'any')}")
     if isinstance(value, list) and "items" in schema:
         for i, v in enumerate(value):
-            out += errors(v, schema["items"], f"{where}[{i}]")
+            out += subset_errors(v, schema["items"], f"{where}[{i}]")
     return out
