@@ -79,7 +79,8 @@ def queue_with_starts(runs: tuple[str, ...]) -> list[tuple[tuple, float, float |
 def errors(queue: list[tuple[tuple, float]], with_plan: bool, first: int = 3, prior: dict | None = None,
            starts: list | None = None) -> list[float]:
     """Relative error of the estimate of the time left at every cell from `first` on."""
-    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue] if with_plan else None, prior=prior)
+    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue] if with_plan else None, prior=prior,
+                 load=lambda: None)
     out = []
     for k, (key, secs) in enumerate(queue, 1):
         if k >= first:
@@ -115,7 +116,7 @@ def factors(queue, prior: dict | None, starts: list | None = None) -> list[float
     """max(estimate / truth, truth / estimate) of the time left from the second cell on (from the
     first where earlier runs give an estimate before any cell finished); `starts`: per queue position
     the parent's one-off start inside that cell (None: none set apart, as the collector did before)."""
-    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue], prior=prior)
+    p = Progress(len(queue), out=io.StringIO(), plan=[k for k, _ in queue], prior=prior, load=lambda: None)
     out = []
     for k, (key, secs) in enumerate(queue, 1):
         est = p.estimate_left(k)

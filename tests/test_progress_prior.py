@@ -130,7 +130,8 @@ def test_the_line_says_when_cells_of_untimed_models_are_guessed():
     p = Progress(4, out=out, plan=plan)
     p.done({"status": "ok"}, 12.0, k=1)
     p.start(2, "mlp train")
-    assert "about 36s left; 3 of its cells of models not yet timed, guessed from the others" in out.getvalue()
+    assert "about 36s left from the 1 cell done; 3 of them like no cell timed yet (counted as the average cell)" \
+        in out.getvalue()
     prior = prior_times([{"model": m, "phase": ph, "mode": "default", "cell_wall_s": 20.0} for _, m, ph, _ in plan])
     out = io.StringIO()
     q = Progress(4, out=out, plan=plan, prior=prior)
@@ -212,3 +213,32 @@ def test_a_cold_replicates_run_reads_warm_runs_with_a_cold_compile_in_every_proc
     assert sorted(earlier_times(tmp_path, [target(True)])[key]) == pytest.approx([38.0 + 2 * (22.0 - 2.2), 90.0])
     (tmp_path / "warm" / "run.json").unlink()  # only a cold run there: a warm run still reads it
     assert earlier_times(tmp_path, [target(False)])[key] == [90.0]
+
+
+def test_a_model_timed_in_one_phase_is_estimated_in_the_other_by_the_other_models_ratio():
+    """A new model (a user's, an hf: class) times its inference cells first; its training cells were
+    guessed as an average cell (13 min left read as 1m37s): they are its inference time times how much
+    longer training takes for the models timed in both phases."""
+    plan = [(0, "b", "infer", "default"), (0, "b", "train", "default"), (0, "a", "infer", "default"),
+            (0, "a", "train", "default")]
+    p = Progress(4, out=io.StringIO(), plan=plan, load=lambda: None)
+    for k, secs in ((1, 20.0), (2, 60.0), (3, 10.0)):
+        p.done({"status": "ok"}, secs, k=k)
+    assert p.estimate_left(4) == pytest.approx(30.0) and p.guessed == 0  # a's 10 s x (60 / 20)
+
+
+def test_the_estimate_follows_the_hosts_load_now_against_its_load_when_the_cells_ran():
+    """A host that got busier (another job on the 2-core machine: 8m13s estimated for 12m14s) stretches
+    what is left by how much less CPU a process gets; under one process per CPU nothing changes; the
+    line says so in words."""
+    load = [1.0]
+    plan = [(0, "a", "infer", "default")] * 4
+    out = io.StringIO()
+    p = Progress(4, out=out, plan=plan, load=lambda: load[0])
+    p.done({"status": "ok"}, 10.0, k=1)
+    assert p.estimate_left(2) == pytest.approx(30.0)
+    load[0] = 2.0  # twice as many runnable processes as CPUs
+    p.start(2, "a infer")
+    assert "about 1m00s left from the 1 cell done; the host busier now than then: x2.00" in out.getvalue()
+    load[0] = 0.4  # quieter than one process per CPU: no faster than uncrowded
+    assert p.estimate_left(2) == pytest.approx(30.0)

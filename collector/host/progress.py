@@ -1,6 +1,7 @@
 """Terminal progress for a long collection: cell k of n, elapsed, estimate, summary table."""
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter
 import sys
@@ -71,16 +72,42 @@ def _levels(key: tuple) -> list[tuple]:
     return [("exact", ti, model, phase, mode), ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)]
 
 
+def host_load() -> float | None:
+    """The host's run queue per CPU over the last minute (os.getloadavg), or None where it cannot say."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return None
+
+
+def crowding(load: float | None) -> float:
+    """How much slower a CPU-bound process runs at `load` (run queue per CPU): 1 until every CPU is
+    busy, then the share of a CPU it gets shrinks as load / 1."""
+    return max(1.0, load) if load else 1.0
+
+
+PACE_CELLS = 3  # the latest cells whose load at their end the present load is held against
+
+
 class Progress:
     """Prints one line when a cell starts and one when it ends, with an estimate of what remains.
 
     With `plan` (per queue position: (interpreter, model, phase, mode)), each cell still to run is
-    estimated from the mean time of the finished cells most like it (_levels), else from the mean of
-    all; without it, every cell counts the mean of all."""
+    estimated from the mean time of the finished cells most like it (_levels; a model timed in the
+    other phase only: its time there times the other models' ratio between the phases), else from
+    the mean of all; without it, every cell counts the mean of all. Then the host's load now against
+    its load when the latest PACE_CELLS cells ended (`load`: run queue per CPU, host_load; `crowding`):
+    a host that got busier since stretches what is left. (A pace from the latest cells' times against
+    their estimates was tried and left out: on the committed H200 queues it moved the worst replayed
+    estimate from 1.39x to 2.32x, one slow cell read as a trend.)"""
 
     def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
-                 workers: int = 1, plan: list[tuple] | None = None, prior: dict | None = None):
+                 workers: int = 1, plan: list[tuple] | None = None, prior: dict | None = None,
+                 load: Callable[[], float | None] = host_load):
         self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
+        self.load = load
+        self.crowds: list[float] = []  # crowding(load) as each cell ended
+        self.basis = ""  # what the last estimate rests on, in words
         # earlier runs' cell times on this kind of machine (prior_times), by _levels key without the
         # interpreter: consulted after this run's own cells at each level, and alone before the first
         self.prior = {k: v for k, v in (prior or {}).items() if v}
@@ -98,6 +125,51 @@ class Progress:
         # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
         self.startups: dict = {}
 
+    def _scale(self) -> float:
+        """Earlier runs ran on another day, maybe another machine of the kind or another launcher: scale
+        them by how this run's finished cells compare with the most alike cells there (the same cell,
+        else the same model and phase, else the same mode; geometric mean of the ratios)."""
+        both = []
+        for lv in (lv for lv in self.seen if lv[0] == "cell"):
+            there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
+            if there:
+                both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
+        return statistics.geometric_mean(both) if both else 1.0
+
+    def _phase_ratio(self, phase: str, other: str, scale: float) -> float | None:
+        """How much longer a cell of `phase` takes than one of `other`, over the models timed in both
+        (this run's cells first, else earlier runs'): the geometric mean of the per-model ratios."""
+        for src in (self.seen, self.prior):
+            models = {lv[1] for lv in src if lv[0] == "model"}
+            got = [statistics.fmean(src[("model", m, phase)]) / statistics.fmean(src[("model", m, other)])
+                   for m in models if ("model", m, phase) in src and ("model", m, other) in src]
+            if got:
+                return statistics.geometric_mean(got)
+        return None
+
+    def _one(self, key: tuple, mean: float, scale: float) -> tuple[float, str, bool]:
+        """A queued cell's seconds, the level they came from ('exact', 'cell', 'model', 'phase', 'mode',
+        or 'all': the mean of every cell) and whether this run's own cells gave them."""
+        for lv in _levels(key):
+            for got, f, own in ((self.seen.get(lv), 1.0, True),
+                                (None if lv[0] == "exact" else self.prior.get(lv), scale, False)):
+                if got:
+                    return f * statistics.fmean(got), lv[0], own
+            if lv[0] == "model":  # the model timed in the other phase only
+                other = "train" if key[2] == "infer" else "infer"
+                for src, f, own in ((self.seen, 1.0, True), (self.prior, scale, False)):
+                    there = src.get(("model", key[1], other))
+                    ratio = self._phase_ratio(key[2], other, scale) if there else None
+                    if ratio:
+                        return f * statistics.fmean(there) * ratio, "phase", own
+        return mean, "all", False
+
+    def pace(self) -> float:
+        """The host's load now against its load when the latest cells ended (before any: against an
+        uncrowded host, as earlier runs are taken to be); 1 while no CPU is oversubscribed."""
+        then = self.crowds[-PACE_CELLS:]
+        return crowding(self.load()) / (statistics.fmean(then) if then else 1.0)
+
     def estimate_left(self, k: int) -> float | None:
         """Seconds the cells from queue position k on will take (None before any cell finished).
         Queue positions only move forward (the workers take cells in order)."""
@@ -108,31 +180,32 @@ class Progress:
         if not self.durations and not (self.plan and every_prior):
             return None
         mean = statistics.fmean(self.durations) if self.durations else statistics.fmean(every_prior)
+        pace = self.pace()
+        n = len(self.durations)
+        done = (f"the {n} cell{'s' if n > 1 else ''} done" if n else "")
         if not self.plan:
-            return mean * (self.total - k + 1) / self.workers
-        # earlier runs ran on another day, maybe another machine of the kind or another launcher: scale
-        # them by how this run's finished cells compare with the most alike cells there (the same cell,
-        # else the same model and phase, else the same mode; geometric mean of the ratios)
-        both = []
-        for lv in (lv for lv in self.seen if lv[0] == "cell"):
-            there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
-            if there:
-                both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
-        scale = statistics.geometric_mean(both) if both else 1.0
-        total, self.guessed = 0.0, 0
+            self.basis = done
+            return pace * mean * (self.total - k + 1) / self.workers
+        scale = self._scale()
+        total, self.guessed, used_prior = 0.0, 0, False
         for key, n in self._queued.items():
             if n > 0:
-                lv, like, f = next(((lv, got, f) for lv in _levels(key)
-                                    for got, f in ((self.seen.get(lv), 1.0),
-                                                   (None if lv[0] == "exact" else self.prior.get(lv), scale)) if got),
-                                   (None, None, 1.0))
-                total += n * (f * statistics.fmean(like) if like else mean)
-                # no cell of this model and phase timed, here or in an earlier run: a guess from others
-                self.guessed += n if lv is None or lv[0] == "mode" else 0
+                secs, level, own = self._one(key, mean, scale)
+                total += n * secs
+                used_prior |= not own and level != "all"
+                # no cell of this model timed in either phase, here or in an earlier run: a guess
+                self.guessed += n if level in ("mode", "all") else 0
         if self.startups and self.plan:
             waiting = {key[0] for key, n in self._queued.items() if n > 0} - set(self.startups)
             total += len(waiting) * statistics.fmean(self.startups.values())
-        return total / self.workers
+        words = [done] if done else []
+        if used_prior and self.prior:
+            words.append("earlier runs here" + (f" (x{scale:.2f}, as this run's cells compare)" if done and
+                                                abs(scale - 1) > 0.05 else ""))
+        if abs(pace - 1) > 0.05:
+            words.append(f"the host {'busier' if pace > 1 else 'quieter'} now than then: x{pace:.2f}")
+        self.basis = "; ".join(words)
+        return pace * total / self.workers
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -142,8 +215,11 @@ class Progress:
         # cells run `workers` at a time, so the remaining cells take 1/workers of their summed time
         left = self.estimate_left(k)
         eta = f", about {fmt_duration(left)} left" if left is not None else ""
+        if left is not None and self.basis:
+            eta += f" from {self.basis}"
         if left is not None and self.guessed:
-            eta += f"; {self.guessed} of its cells of models not yet timed, guessed from the others"
+            eta += (f"; {self.guessed} of them like no cell timed yet (counted as the average cell)"
+                    if self.guessed > 1 else "; 1 of them like no cell timed yet (counted as the average cell)")
         self._say(f"[{k}/{self.total}] {label}  (elapsed {fmt_duration(elapsed)}{eta})")
 
     def done(self, row: dict, seconds: float, label: str | None = None, k: int | None = None,
@@ -157,6 +233,7 @@ class Progress:
             if self.plan and k is not None:
                 self.startups[self.plan[k - 1][0]] = startup
         self.durations.append(seconds)
+        self.crowds.append(crowding(self.load()))
         if self.plan and k is not None:
             for lv in _levels(self.plan[k - 1]):
                 self.seen.setdefault(lv, []).append(seconds)
