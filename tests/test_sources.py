@@ -134,7 +134,11 @@ def test_suite_presets_hold_the_issue_sizes_and_combine():
     timm_models = {c.model for c in timm.cells}
     hf_models = {c.model for c in hf.cells}
     assert len(timm_models) >= 20 and all(m.startswith("timm:") for m in timm_models)
-    assert len(hf_models) >= 12 and all(m.startswith("hf:") for m in hf_models)
+    assert len(hf_models) >= 50 and all(m.startswith("hf:") for m in hf_models)
+    # the whole of PyTorch's list, hub ids included, at its batch sizes; the classic subset kept
+    classic = {c.model for c in mx.build_matrix("huggingface-classic").cells}
+    assert len(classic) == 14 and classic < hf_models
+    assert {"hf:GPTJForCausalLM", "hf:meta-llama/Llama-3.2-1B", "hf:openai/gpt-oss-20b", "hf:T5Small"} <= hf_models
     assert len({c.model for c in both.cells if c.phase == "train"}) >= 10
     assert [c.cell_id for c in both.cells] == [c.cell_id for c in timm.cells + hf.cells]
     assert both.protocol.processes == 1 and not both.protocol.warm_compile  # the screening protocol
@@ -144,6 +148,8 @@ def test_suite_presets_hold_the_issue_sizes_and_combine():
     assert size[("timm:resnet50", "infer")] == 128 and size[("timm:ghostnet_100", "infer")] == 512
     assert size[("hf:BertForMaskedLM", "infer")] == 32 and size[("hf:DistilBertForMaskedLM", "infer")] == 256
     assert size[("hf:ElectraForQuestionAnswering", "infer")] == 128 and size[("hf:OPTForCausalLM", "infer")] == 4
+    assert size[("hf:GPTJForCausalLM", "infer")] == 1 and size[("hf:DistilBertForQuestionAnswering", "infer")] == 512
+    assert size[("hf:Qwen/Qwen3-0.6B", "infer")] == 8
     assert size[("hf:BertForMaskedLM", "train")] == 32 and size[("timm:mobilenetv3_large_100", "train")] == 512
     for m in timm_models | hf_models:
         assert {c.mode for c in both.cells if c.model == m and c.phase == "infer"} == {"default", "reduce-overhead"}
@@ -445,3 +451,65 @@ def test_make_collect_with_a_misspelled_timm_name_stops_before_any_cell_without_
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "has no model 'resnet_10t'; closest: resnet10t" in proc.stderr, proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+def _tiny(name: str) -> dict:
+    """A tiny variant of an hf: model: one layer of each stack, a 1,024-token vocabulary where the
+    published one is over 100,000, four experts; the published widths kept."""
+    from collector.models import hf_configs, hf_source
+
+    base = hf_source.make_config(hf_source.model_class(name), {}, name)
+    opts = {k: 1 for k in hf_configs.REDUCE_KEYS if isinstance(getattr(base, k, None), int)}
+    if getattr(base, "vocab_size", 0) > 100_000:
+        opts["vocab_size"] = 1024
+    if getattr(base, "num_local_experts", None):
+        opts.update(num_local_experts=4, num_experts_per_tok=2)
+    if getattr(base, "layer_types", None):
+        opts["layer_types"] = base.layer_types[:1]
+    return {**opts, "seq_len": 16}
+
+
+@pytest.mark.slow  # 55 models built and stepped: about 80 s on 2 cores
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_every_model_of_the_huggingface_suite_builds_and_steps_as_a_tiny_variant():
+    """Every model of PyTorch's Hugging Face list, and every config shipped by name (hub ids included),
+    builds with its inputs and labels and runs one training step on the CPU (one layer each)."""
+    from collector.models import hf_configs
+    from collector.plan import matrix as mx
+
+    names = sorted({c.model.removeprefix("hf:") for c in mx.build_matrix("huggingface").cells})
+    assert len(names) >= 50 and set(hf_configs.NAMED) <= set(names)
+    failed = {}
+    for name in names:
+        try:
+            built = models.build(f"hf:{name}", 2, _tiny(name))
+            loss = built.loss(built.module(*built.inputs), built.target)
+            loss.backward()
+            assert math.isfinite(loss.item())
+        except Exception as exc:  # noqa: BLE001 - every model's failure named at once
+            failed[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    assert failed == {}
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_a_model_too_large_for_the_device_is_skipped_with_the_memory_it_needs(monkeypatch):
+    """Mistral-7B's fp32 weights (29 GiB) on a host of 16 GiB: a skipped row naming what it needs and
+    how to run it reduced; counted on the meta device, so nothing is allocated."""
+    import torch
+
+    from collector.models.base import ModelSkipped
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(os, "sysconf", lambda key: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 4 * 2**20}[key])
+    with pytest.raises(ModelSkipped, match=r"mistralai/Mistral-7B-Instruct-v0.3: 7.2B parameters need 27 GiB for fp32 "
+                                           r"weights alone, this host has 16 GiB: run it reduced"):
+        models.build("hf:mistralai/Mistral-7B-Instruct-v0.3", 8, {})
+    built = models.build("hf:mistralai/Mistral-7B-Instruct-v0.3", 1, _tiny("mistralai/Mistral-7B-Instruct-v0.3"))
+    assert built.settings["seq_len"] == 16
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+def test_a_model_shipped_by_name_is_checked_and_closest_names_include_them():
+    found = check.check(["hf:Qwen/Qwen3-0.6B", "hf:Qwen/Qwen3-0.7B", "hf:meta-llama/Llama-3.2-1B:num_hidden_layers=2"])
+    assert found["missing"] == {} and len(found["unknown"]) == 1
+    assert "closest: Qwen/Qwen3-0.6B" in found["unknown"][0]

@@ -197,3 +197,23 @@ def test_a_bad_threshold_is_named_by_its_own_option(capsys):
                       "--threshold", "abc", "--dry-run"])
     err = capsys.readouterr().err
     assert rc == 2 and "--threshold takes a percentage such as 5% (got 'abc')" in err and "--max-regression" not in err
+
+
+def test_a_model_run_with_fewer_layers_than_published_is_named_under_the_suite_table():
+    """gpt-oss-20b may run reduced (num_hidden_layers=4 of 24): the suite table's line names it, once,
+    for a run and for a comparison; a model at its published depth is not named."""
+    from analysis.run_report.verdict import Verdict
+    from collector.record.contract import reduced_layers
+
+    assert reduced_layers("hf:openai/gpt-oss-20b:num_hidden_layers=4,seq_len=128") == "num_hidden_layers=4"
+    assert reduced_layers("hf:T5ForConditionalGeneration:num_layers=2") == "num_layers=2"
+    assert reduced_layers("hf:BertForMaskedLM:seq_len=128") is None and reduced_layers("gpt:layers=1") is None
+    rows = [{"cell_id": f"c{i}", "model": m, "phase": "infer", "mode": "default", "status": "ok", "speedup": 1.5,
+             "device": "cpu"} for i, m in enumerate(["hf:openai/gpt-oss-20b:num_hidden_layers=4",
+                                                     "hf:openai/gpt-oss-20b:num_hidden_layers=4",
+                                                     "hf:BertForMaskedLM", "timm:resnet50"])]
+    line = Verdict(suites=suites.run_rows(rows)).suites_reduced
+    assert line == "Run with fewer layers than published (reduced): openai/gpt-oss-20b (num_hidden_layers=4)."
+    changes = suites.compare_rows(rows[2:], rows)
+    assert suites.reduced_line(changes) == line
+    assert Verdict(suites=suites.run_rows(rows[2:])).suites_reduced == ""

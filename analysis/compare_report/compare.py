@@ -139,6 +139,11 @@ class CompareReport:
     program_suites: list[program.ProgramSuite] = field(default_factory=list)  # the same, per suite
     unverified: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell id, quantity) -> why an A/A can produce its regression (verify.py)
 
+    @property
+    def suites_reduced(self) -> str:
+        """The line naming the suites' models either run ran with fewer layers than published ('' if none)."""
+        return suites.reduced_line(self.suites)
+
 
 def _env_value(v) -> str:
     """An environment field as the comparison's table shows it: '' (recorded, nothing set) as '(none)'."""

@@ -27,7 +27,7 @@ import numpy as np
 from analysis.explain import kernels
 from analysis.stats import core as stats
 from analysis.stats.fmt import cell_label
-from collector.record.contract import suite_of
+from collector.record.contract import reduced_layers, suite_of
 
 OK = "ok"
 NOT_ATTEMPTED = ("skipped",)
@@ -49,6 +49,7 @@ class SuiteRow:
     failed: str  # "2 build_error, 1 accuracy_fail"
     numbers: dict = field(default_factory=dict, compare=False)
     launch_bound: str = "-"  # "5 of 7: a change under 41% cannot be resolved there"
+    reduced: tuple = ()  # models run with fewer layers than published: "gpt-oss-20b (num_hidden_layers=4)"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class SuiteChange:
     css: str  # faster / slower / unclear: the speedup change's call
     numbers: dict = field(default_factory=dict, compare=False)
     launch_bound: str = "-"  # "5/7 → 4/7" cells with a launch-bound side
+    reduced: tuple = ()  # models either run ran with fewer layers than published
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,15 @@ def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
             "pass_rate": len(ok) / len(attempted) if attempted else None,
             "geomean_speedup": _geo(speed), "speedup_lo": lo, "speedup_hi": hi,
             "cold_compile_median_s": statistics.median(cold) if cold else None,
-            "cold_compile_total_s": sum(cold) if cold else None, "memory_ratio": _geo(mem)}
+            "cold_compile_total_s": sum(cold) if cold else None, "memory_ratio": _geo(mem),
+            "reduced": sorted({f"{r['model'].split(':')[1]} ({reduced_layers(r['model'])})" for r in rows
+                               if reduced_layers(r.get("model") or "")})}
+
+
+def reduced_line(rows) -> str:
+    """The models of any row that ran with fewer layers than published, once each ('' if none)."""
+    got = sorted({m for r in rows for m in r.reduced})
+    return f"Run with fewer layers than published (reduced): {', '.join(got)}." if got else ""
 
 
 def _x(v) -> str:
@@ -183,7 +193,8 @@ def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRo
             failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)"]))
         out.append(SuiteRow(suite, phase, mode, _rate(f), _x(f["geomean_speedup"]), interval,
                             _s(f["cold_compile_median_s"]), _min(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
-                            failed, {"suite": suite, "phase": phase, "mode": mode, **f}, launch_bound_text(f)))
+                            failed, {"suite": suite, "phase": phase, "mode": mode, **f}, launch_bound_text(f),
+                            tuple(f["reduced"])))
     return out
 
 
@@ -235,5 +246,5 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = sta
             {"suite": key[0], "phase": key[1], "mode": key[2], "a": fa, "b": fb, "paired_models": len(logs),
              "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css},
             f"{fa['launch_bound']}/{fa['passed']} → {fb['launch_bound']}/{fb['passed']}"
-            if fa["device_cuda"] or fb["device_cuda"] else "-"))
+            if fa["device_cuda"] or fb["device_cuda"] else "-", tuple(sorted(set(fa["reduced"]) | set(fb["reduced"])))))
     return out

@@ -40,6 +40,13 @@ class Verdict:
     slower: list[str] = field(default_factory=list)  # every slower-compiled cell, slowest first (summary.md)
     suites: list = field(default_factory=list)  # analysis.run_report.suites.SuiteRow per suite, phase and mode (real-model runs)
 
+    @property
+    def suites_reduced(self) -> str:
+        """The line naming the suites' models run with fewer layers than published ('' if none)."""
+        from analysis.run_report.suites import reduced_line
+
+        return reduced_line(self.suites)
+
 
 NO_DIFFERENCE, UNDETERMINED = "no meaningful difference", "not determined"
 

@@ -39,7 +39,7 @@ def check(refs: list[str]) -> dict:
                 _check_timm(name.partition(":")[2])
             elif kind == "hf":
                 from collector.models import hf_source
-                hf_source.make_config(hf_source.model_class(name.partition(":")[2]), opts)
+                hf_source.make_config(hf_source.model_class(name.partition(":")[2]), opts, name.partition(":")[2])
             else:
                 _check_user(name)
         except ImportError as exc:  # timm without torchvision, transformers without its needs

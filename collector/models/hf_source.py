@@ -28,15 +28,20 @@ TOKEN_LABELS = ("ForMaskedLM", "ForCausalLM", "LMHeadModel", "ForConditionalGene
 
 
 def model_class(name: str):
-    """The transformers class `name`; LookupError with the closest class names if there is none."""
+    """The transformers class `name`, or of a model shipped by name (hf_configs.NAMED); LookupError with
+    the closest names if there is none."""
     import transformers
 
+    from collector.models.hf_configs import NAMED
+
+    if name in NAMED:
+        return getattr(transformers, NAMED[name].cls)
     cls = getattr(transformers, name, None) if name.isidentifier() else None
     if cls is None or not isinstance(cls, type) or getattr(cls, "config_class", None) is None:
         import difflib
 
         classes = [n for n in dir(transformers) if ("For" in n or n.endswith("Model")) and n[:1].isupper()
-                   and n != name]
+                   and n != name] + list(NAMED)
         close = difflib.get_close_matches(name, classes, n=5, cutoff=0.6)
         if name.startswith("Auto") and cls is not None:  # a factory that picks a class from a config or a hub id
             raise LookupError(f"transformers' {name} is a factory, not a model class (it picks one from a config or a "
@@ -48,9 +53,12 @@ def model_class(name: str):
     return cls
 
 
-def make_config(cls, opts: dict):
-    """The config class's defaults, dropout off, then the options that name config fields."""
-    config = cls.config_class()
+def make_config(cls, opts: dict, name: str | None = None):
+    """The config class's defaults (with a model shipped by name, its published config's numbers:
+    hf_configs.NAMED), dropout off, then the options that name config fields."""
+    from collector.models.hf_configs import NAMED
+
+    config = cls.config_class(**(NAMED[name].config if name in NAMED else {}))
     for key, value in list(vars(config).items()):
         if isinstance(value, float) and ("dropout" in key or "layerdrop" in key) and key not in opts:
             setattr(config, key, 0.0)
@@ -146,10 +154,11 @@ def build(name: str, batch_size: int, opts: dict) -> Built:
     import torch
 
     cls = model_class(name)
-    config = make_config(cls, opts)
+    config = make_config(cls, opts, name)
+    _fits(cls, config, name)
     model = cls(config)
     names, inputs, float_inputs, settings = _main_inputs(model, config, batch_size, opts)
-    label = _labels(name, config, batch_size, dict(zip(names, inputs)))
+    label = _labels(cls.__name__, config, batch_size, dict(zip(names, inputs)))
     for key, value in label.items():
         names.append(key)
         inputs.append(value)
@@ -161,6 +170,25 @@ def build(name: str, batch_size: int, opts: dict) -> Built:
         def loss(out, target):
             return out[0].float().mean()
     return Built(module, tuple(inputs), torch.zeros(()), loss, tuple(float_inputs), settings)
+
+
+def _fits(cls, config, name: str) -> None:
+    """ModelSkipped, with the memory it needs, for a model whose fp32 weights alone would not fit in
+    the device's memory (counted on the meta device, before anything is allocated)."""
+    import torch
+
+    with torch.device("meta"):
+        params = sum(p.numel() for p in cls(config).parameters())
+    need = params * 4  # fp32 weights (bf16 autocast computes in bf16, the weights stay fp32)
+    if torch.cuda.is_available():
+        have, where = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory, "the GPU"
+    else:
+        import os
+
+        have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host"
+    if need > 0.9 * have:
+        raise ModelSkipped(f"{name}: {params / 1e9:.1f}B parameters need {need / 2**30:.0f} GiB for fp32 weights "
+                           f"alone, {where} has {have / 2**30:.0f} GiB: run it reduced (num_hidden_layers=...)")
 
 
 def _labels(name: str, config, batch_size: int, named: dict) -> dict:

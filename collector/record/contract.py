@@ -69,6 +69,19 @@ def model_source(ref: str) -> str | None:
     return None
 
 
+REDUCE_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers")
+
+
+def reduced_layers(model: str) -> str | None:
+    """'num_hidden_layers=4' where a sourced model's options set its layer count (a model run with fewer
+    layers than published: the suite table names it), else None."""
+    if model_source(model) not in SOURCE_PREFIXES:
+        return None
+    opts = str(model).split(":", 2)[2] if str(model).count(":") >= 2 else ""
+    got = [kv for kv in opts.split(",") if kv.partition("=")[0].strip() in REDUCE_KEYS]
+    return ",".join(got) or None
+
+
 def suite_of(model: str) -> str:
     """The suite a row's model belongs to: timm, huggingface, user or builtin."""
     return SUITES[model_source(model)]
