@@ -97,10 +97,10 @@ help: ## list the targets
 	@echo "  compare:         make report BASELINE=<run> CANDIDATE=\"<run> [<run> ...]\" [ALLOW_MISMATCH=1]"
 	@echo "                   REPEATS=\"<A2>:<B2> [<A3>:<B3> ...]\" (the same two versions from other machines: which"
 	@echo "                   called changes repeat in every pair; with one CANDIDATE)"
-	@echo "  suites:          make collect PRESET=suites|timm|huggingface|builtin (screen: 1 process a cell), then"
+	@echo "  suites:          make collect PRESET=suites|timm|huggingface|torchvision|builtin (screen: 1 process a cell), then"
 	@echo "                   make confirm BASELINE=<screen A> CANDIDATE=<screen B> [AA=<X>:<Y>|THRESHOLD=10%] (docs/suites.md)"
 	@echo "                   [CELLS=<pattern>,...] [MAX_CELLS=<n>] [DRY=1|WRITE_ONLY=1 (write the preset, measure elsewhere)]"
-	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,<file.py>:<function> (docs/models.md)"
+	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,tv:<name>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02] [PER_CELL_FIRST_CALL=1] [ALLOW_NEW_FAILURES=1]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
 	@echo "                   measured (benchmarks/false_alarms.py): fails 0 of 172 same-torch comparisons (5 unverified: exit 4), 17 of 22 planted GPU pairs (20 at 2%)"
@@ -124,7 +124,7 @@ $(VENV)/.collect-deps: $(VENV)/.report-deps
 	@minor=$$($(VENV)/bin/python -c 'import torch; print(torch.__version__.split(".")[1])'); \
 	  $(VENV)/bin/pip install -q "torchvision==0.$$((minor + 15)).*" "timm==1.0.31" >/dev/null 2>&1; \
 	  $(VENV)/bin/python -c 'import timm' 2>/dev/null || { $(VENV)/bin/pip uninstall -q -y timm torchvision >/dev/null 2>&1; \
-	  echo "note: timm does not import beside torch $(TORCH) here (no matching torchvision): timm: models will be skipped rows; TORCH=2.14.1 has both"; }
+	  echo "note: timm does not import beside torch $(TORCH) here (no matching torchvision): timm: and tv: models will be skipped rows; TORCH=2.14.1 has both"; }
 	touch $@
 
 collect: $(COLLECT_DEPS) ## measure this machine (GPU preset `default` if CUDA is there, else `smoke`)

@@ -62,7 +62,7 @@ def test_malformed_and_unknown_presets(tmp_path):
     bad.write_text("models = [mlp\n")
     with pytest.raises(mx.MatrixError, match="malformed TOML"):
         mx.build_matrix(str(bad))
-    with pytest.raises(mx.MatrixError, match="valid presets: aa, builtin, default, huggingface, huggingface-classic, quick, repeat, screen-cpu, shapes, smoke, suites, timm"):
+    with pytest.raises(mx.MatrixError, match="valid presets: aa, builtin, default, huggingface, huggingface-classic, quick, repeat, screen-cpu, shapes, smoke, suites, timm, torchvision"):
         mx.build_matrix("huge")
     unknown = tmp_path / "u.toml"
     unknown.write_text('models=["mlp"]\nphases=["infer"]\nmodes=["default"]\ndtypes=["float32"]\n'

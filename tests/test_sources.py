@@ -140,7 +140,9 @@ def test_suite_presets_hold_the_issue_sizes_and_combine():
     assert len(classic) == 14 and classic < hf_models
     assert {"hf:GPTJForCausalLM", "hf:meta-llama/Llama-3.2-1B", "hf:openai/gpt-oss-20b", "hf:T5Small"} <= hf_models
     assert len({c.model for c in both.cells if c.phase == "train"}) >= 10
-    assert [c.cell_id for c in both.cells] == [c.cell_id for c in timm.cells + hf.cells]
+    tv = mx.build_matrix("torchvision")
+    assert len({c.model for c in tv.cells}) >= 20 and all(c.model.startswith("tv:") for c in tv.cells)
+    assert [c.cell_id for c in both.cells] == [c.cell_id for c in timm.cells + hf.cells + tv.cells]
     assert both.protocol.processes == 1 and not both.protocol.warm_compile  # the screening protocol
     assert both.protocol.kernel_profile and both.protocol.graph_capture  # what moved, in every screen cell
     # PyTorch's list batch sizes (benchmarks/dynamo/*_models_list.txt), both modes, training
@@ -153,6 +155,7 @@ def test_suite_presets_hold_the_issue_sizes_and_combine():
     assert size[("hf:BertForMaskedLM", "train")] == 32 and size[("timm:mobilenetv3_large_100", "train")] == 512
     for m in timm_models | hf_models:
         assert {c.mode for c in both.cells if c.model == m and c.phase == "infer"} == {"default", "reduce-overhead"}
+    assert {c.model for c in tv.cells if c.phase == "train"} >= {"tv:resnet50", "tv:maskrcnn_resnet50_fpn", "tv:fcn_resnet50"}
     assert {c.model for c in mx.build_matrix("builtin").cells} == set(models.names())
 
 
@@ -299,15 +302,16 @@ def _timm_python():
     return None
 
 
-@pytest.mark.compile
-def test_timm_cells_collect_on_the_cpu(tmp_path):
+def _collect_sourced(tmp_path, ref: str, batch: int, package: str = "timm") -> list[dict]:
+    """A real CPU collect (Inductor) of `ref`, inference and training, in an interpreter that imports
+    timm and torchvision; its rows, each checked ok."""
     python = _timm_python()
     if python is None:
         if os.environ.get("TCB_REQUIRE_TIMM") == "1":
-            pytest.fail("no interpreter here imports timm (TCB_REQUIRE_TIMM=1)")
-        pytest.skip("no interpreter here imports timm (make collect-deps TORCH=2.14.1 installs one)")
-    proc = subprocess.run([python, "-m", "collector", "--preset", "smoke", "--models", "timm:resnet10t:image_size=32",
-                           "--phases", "infer,train", "--modes", "default", "--batch-sizes", "2", "--processes", "1",
+            pytest.fail(f"no interpreter here imports {package} (TCB_REQUIRE_TIMM=1)")
+        pytest.skip(f"no interpreter here imports {package} (make collect-deps TORCH=2.14.1 installs one)")
+    proc = subprocess.run([python, "-m", "collector", "--preset", "smoke", "--models", ref,
+                           "--phases", "infer,train", "--modes", "default", "--batch-sizes", str(batch), "--processes", "1",
                            "--warm-compile", "0", "--blocks", "2", "--run-id", "t", "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -315,8 +319,14 @@ def test_timm_cells_collect_on_the_cpu(tmp_path):
 
     rows = [r for f in (tmp_path / "t" / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
     assert sorted(r["phase"] for r in rows) == ["infer", "train"]
-    assert all(r["status"] == "ok" and r["compiled_step_ms"] and r["model"] == "timm:resnet10t:image_size=32"
+    assert all(r["status"] == "ok" and r["compiled_step_ms"] and r["model"] == ref
                for r in rows), [(r["model"], r["status"], r["error"]) for r in rows]
+    return rows
+
+
+@pytest.mark.compile
+def test_timm_cells_collect_on_the_cpu(tmp_path):
+    _collect_sourced(tmp_path, "timm:resnet10t:image_size=32", 2)
 
 
 @pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
@@ -513,3 +523,75 @@ def test_a_model_shipped_by_name_is_checked_and_closest_names_include_them():
     found = check.check(["hf:Qwen/Qwen3-0.6B", "hf:Qwen/Qwen3-0.7B", "hf:meta-llama/Llama-3.2-1B:num_hidden_layers=2"])
     assert found["missing"] == {} and len(found["unknown"]) == 1
     assert "closest: Qwen/Qwen3-0.6B" in found["unknown"][0]
+
+
+TV_FAMILIES = {  # one model of each kind the tv: source builds, with a tiny input; raft: skipped
+    "resnet18": {"image_size": 64}, "googlenet": {"image_size": 64}, "vit_b_16": {},
+    "fcn_resnet50": {"image_size": 64}, "lraspp_mobilenet_v3_large": {"image_size": 64},
+    "fasterrcnn_mobilenet_v3_large_320_fpn": {"image_size": 128, "min_size": 128, "max_size": 128},
+    "maskrcnn_resnet50_fpn": {"image_size": 128, "min_size": 128, "max_size": 128},
+    "ssdlite320_mobilenet_v3_large": {}, "r3d_18": {"image_size": 32, "frames": 4},
+}
+TV_STEP = """
+import json, sys, torch
+from collector import models
+from collector.models.base import ModelSkipped
+got = {}
+for name, opts in json.loads(sys.argv[1]).items():
+    try:
+        built = models.build("tv:" + name, 2, opts)
+    except ModelSkipped as exc:
+        got[name] = "skipped: " + str(exc)
+        continue
+    built.module.train()
+    loss = built.loss(built.module(*built.inputs), built.target)
+    loss.backward()
+    built.module.eval()
+    with torch.no_grad():
+        out = built.module(*built.inputs)
+    got[name] = [float(loss), [tuple(o.shape) for o in (out if isinstance(out, tuple) else (out,))]]
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.slow  # nine torchvision models stepped on the CPU under torch 2.14.1: about 2 min on 2 cores
+def test_every_torchvision_family_builds_and_steps_as_a_tiny_variant():
+    """Classification (GoogLeNet's auxiliary logits in training), segmentation (FCN and
+    LR-ASPP, without auxiliary heads: torchvision's default), detection (Faster and Mask R-CNN with boxes, labels and masks, SSDlite) and
+    video: a training step with the references' losses and an inference step each; RAFT is skipped
+    with the reason. Needs an interpreter with torchvision (.venv-torch-2.14.1 here and in CI)."""
+    python = _timm_python()
+    if python is None:
+        if os.environ.get("TCB_REQUIRE_TIMM") == "1":
+            pytest.fail("no interpreter here imports torchvision (TCB_REQUIRE_TIMM=1)")
+        pytest.skip("no interpreter here imports torchvision (make collect-deps TORCH=2.14.1 installs one)")
+    families = {**TV_FAMILIES, "raft_small": {}}
+    proc = subprocess.run([python, "-c", TV_STEP, json.dumps(families)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got.pop("raft_small").startswith("skipped: tv:raft_small is a torchvision optical flow model")
+    assert set(got) == set(TV_FAMILIES) and all(math.isfinite(v[0]) for v in got.values()), got
+    assert got["resnet18"][1] == [[2, 1000]] and got["r3d_18"][1] == [[2, 400]]
+    assert got["fcn_resnet50"][1] == got["lraspp_mobilenet_v3_large"][1] == [[2, 21, 64, 64]]  # no aux head by default
+    assert got["maskrcnn_resnet50_fpn"][1][0][1] == 4 and len(got["maskrcnn_resnet50_fpn"][1]) == 2  # boxes, scores
+
+
+@pytest.mark.compile
+def test_torchvision_cells_collect_on_the_cpu(tmp_path):
+    """The real path: a tv: model through the collector with Inductor, inference and training."""
+    rows = _collect_sourced(tmp_path, "tv:squeezenet1_1:image_size=64", 8, "torchvision")
+    assert json.loads(rows[0]["packages_json"])["torchvision"]
+
+
+def test_a_torchvision_name_is_checked_where_torchvision_does_not_import(monkeypatch):
+    from collector.models import timm_names
+
+    monkeypatch.setattr(check.importlib.util, "find_spec", lambda name: None if name == "torchvision" else object())
+    found = check.check(["tv:resnet_50", "tv:resnet50"])
+    version, names = timm_names.shipped("torchvision")
+    assert len(names) > 100 and "maskrcnn_resnet50_fpn" in names
+    assert found["unknown"] == [f"model 'tv:resnet_50': torchvision {version} (the list shipped with the project: "
+                                "torchvision does not import in this interpreter) has no model 'resnet_50'; closest: "
+                                "resnet50, resnet152, resnet101, fcn_resnet50, resnet34"]
+    assert found["missing"] == {"torchvision": ["tv:resnet50"]}

@@ -24,19 +24,19 @@ def check(refs: list[str]) -> dict:
     for ref in refs:
         name, opts = sources.parse(ref)
         kind = sources.kind_of(name)
-        needs = {"timm": "timm", "hf": "transformers"}.get(kind)
+        needs = {"timm": "timm", "hf": "transformers", "tv": "torchvision"}.get(kind)
         if needs and importlib.util.find_spec(needs) is None:
             try:
-                if kind == "timm":  # the shipped list: a misspelled name stops the collector here too
-                    _check_timm(name.partition(":")[2], live=False)
+                if kind in LISTED:  # the shipped list: a misspelled name stops the collector here too
+                    _check_listed(kind, name.partition(":")[2], live=False)
             except LookupError as exc:
                 unknown.append(f"model {ref!r}: {exc}")
                 continue
             missing.setdefault(needs, []).append(ref)
             continue
         try:
-            if kind == "timm":
-                _check_timm(name.partition(":")[2])
+            if kind in LISTED:
+                _check_listed(kind, name.partition(":")[2])
             elif kind == "hf":
                 from collector.models import hf_source
                 hf_source.make_config(hf_source.model_class(name.partition(":")[2]), opts, name.partition(":")[2])
@@ -44,8 +44,8 @@ def check(refs: list[str]) -> dict:
                 _check_user(name)
         except ImportError as exc:  # timm without torchvision, transformers without its needs
             try:
-                if kind == "timm":
-                    _check_timm(name.partition(":")[2], live=False)
+                if kind in LISTED:
+                    _check_listed(kind, name.partition(":")[2], live=False)
             except LookupError as exc2:
                 unknown.append(f"model {ref!r}: {exc2}")
                 continue
@@ -66,24 +66,33 @@ def _check_user(name: str) -> None:
         pass
 
 
-def _check_timm(name: str, live: bool = True) -> None:
-    """LookupError when timm has no model `name`: timm's own list where it imports (`live`), else the
-    list shipped with the project (collector/models/timm_names.py: the pinned timm's)."""
-    if live:
+LISTED = {"timm": "timm", "tv": "torchvision"}  # sources whose names a package lists
+
+
+def _check_listed(kind: str, name: str, live: bool = True) -> None:
+    """LookupError when timm (kind 'timm') or torchvision ('tv') has no model `name`: the package's own
+    list where it imports (`live`), else the list shipped with the project (collector/models/timm_names.py)."""
+    package = LISTED[kind]
+    if live and kind == "timm":
         import timm
 
         version, known = timm.__version__, timm.list_models()
+    elif live:
+        import torchvision
+        import torchvision.models
+
+        version, known = torchvision.__version__, torchvision.models.list_models()
     else:
         from collector.models import timm_names
 
-        version, known = timm_names.shipped()
-        version += " (the list shipped with the project: timm does not import in this interpreter)"
-    base = name.partition(".")[0]  # a pretrained tag (convnextv2_nano.fcmae_ft_in22k_in1k) names a config
+        version, known = timm_names.shipped(package)
+        version += f" (the list shipped with the project: {package} does not import in this interpreter)"
+    base = name.partition(".")[0] if kind == "timm" else name  # a timm pretrained tag names a config
     if base not in known:
         close = difflib.get_close_matches(base, known, n=5, cutoff=0.6)
-        raise LookupError(f"timm {version} has no model {base!r}"
+        raise LookupError(f"{package} {version} has no model {base!r}"
                           + (f"; closest: {', '.join(close)}" if close else
-                             f"; timm.list_models() names {len(known)}, e.g. resnet50, convnext_tiny, vit_base_patch16_224"))
+                             f"; its list names {len(known)}, e.g. {', '.join(known[:3])}"))
 
 
 def check_in(python: str, refs: list[str], timeout_s: float | None = None) -> None:
@@ -111,7 +120,8 @@ def check_in(python: str, refs: list[str], timeout_s: float | None = None) -> No
         raise ValueError(f"checking the model names with {python} failed: "
                          f"{(proc.stderr or proc.stdout).strip()[-600:]}") from None
     for package, which in found["missing"].items():
-        hint = " (TORCH=2.14.1 has timm, or install it)" if package.startswith("timm") else ""
+        hint = (f" (TORCH=2.14.1 has {package.split()[0]}, or install it)"
+                if package.startswith(("timm", "torchvision")) else "")
         print(f"note: {package} does not import in {python}: {len(which)} model(s) will be skipped rows "
               f"({', '.join(which[:4])}{', ...' if len(which) > 4 else ''}){hint}; docs/models.md says what to install",
               file=sys.stderr)

@@ -22,7 +22,7 @@ from collector.models.base import ModelSkipped, ModelSpec
 
 PREFIXES = contract.SOURCE_PREFIXES
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_BATCH = {"timm": 32, "hf": 8, "user": 8}
+DEFAULT_BATCH = {"timm": 32, "hf": 8, "tv": 32, "user": 8}
 
 
 class SourceError(ValueError):
@@ -75,7 +75,7 @@ def parse(ref: str) -> tuple[str, dict]:
         _, _, body = ref.partition(":")
         name, _, text = body.partition(":")
         if not name.strip():
-            example = "timm:resnet50" if kind == "timm" else "hf:BertForMaskedLM"
+            example = {"timm": "timm:resnet50", "tv": "tv:resnet50"}.get(kind, "hf:BertForMaskedLM")
             raise SourceError(f"model {ref!r}: no {kind} model named; write {kind}:<name>, e.g. {example}")
         return f"{kind}:{name.strip()}", _options(ref, text)
     target, _, rest = ref.partition(":")
@@ -100,8 +100,9 @@ def canonical(name: str, opts: dict) -> str:
 def spec(name: str) -> ModelSpec:
     """A ModelSpec for a sourced model (name as parse returns it); options are free-form."""
     kind = kind_of(name)
-    requires = {"timm": ("timm",), "hf": ("transformers",)}.get(kind, ())
+    requires = {"timm": ("timm",), "hf": ("transformers",), "tv": ("torchvision",)}.get(kind, ())
     summary = {"timm": "timm model, random weights", "hf": "Hugging Face transformers model, random weights",
+               "tv": "torchvision model, random weights",
                "user": "the user's build function"}[kind]
 
     def build(batch_size: int, opts: dict):
@@ -152,6 +153,9 @@ def build_model(name: str, batch_size: int, opts: dict):
             built = build(name.partition(":")[2], batch_size, opts)
         elif kind == "hf":
             from collector.models.hf_source import build
+            built = build(name.partition(":")[2], batch_size, opts)
+        elif kind == "tv":
+            from collector.models.tv_source import build
             built = build(name.partition(":")[2], batch_size, opts)
         else:
             built = load_user_function(name)(batch_size, **opts)

@@ -53,12 +53,12 @@ def cell_id_of(model: str, phase: str, dtype: str, batch_size: int, mode: str, c
     return "__".join(_SAFE.sub("-", str(p)).lstrip(".-") or "-" for p in parts)
 
 
-SOURCE_PREFIXES = ("timm", "hf")
-SUITES = {"timm": "timm", "hf": "huggingface", "user": "user", None: "builtin"}
+SOURCE_PREFIXES = ("timm", "hf", "tv")
+SUITES = {"timm": "timm", "hf": "huggingface", "tv": "torchvision", "user": "user", None: "builtin"}
 
 
 def model_source(ref: str) -> str | None:
-    """Where a model reference comes from: 'timm', 'hf', 'user' (module.path:function or
+    """Where a model reference comes from: 'timm', 'hf', 'tv' (torchvision), 'user' (module.path:function or
     file.py:function) or None (a built-in model: `name` or `name:k=v,...`)."""
     head, _, rest = str(ref).partition(":")
     if head in SOURCE_PREFIXES:
