@@ -1,6 +1,6 @@
 """The collector's live "about N left" against the time that was in fact left (docs/performance.md).
 
-    python benchmarks/eta_live.py [RUN ...]
+    python benchmarks/eta_live.py [RUN ... | FILE.log ...]
 
 Reads `data/examples/<run>/collect.log`: the stdout of the `make collect` that measured the run,
 each line prefixed with the epoch seconds it was printed at (`... | while IFS= read -r l; do printf
@@ -33,8 +33,8 @@ def ratios(log: Path) -> list[tuple[int, float]]:
 
 
 def main(argv: list[str]) -> int:
-    for run in argv or RUNS:
-        got = ratios(ROOT / "data" / "examples" / run / "collect.log")
+    for run in argv or RUNS:  # a run id of data/examples, or a log file's path (benchmarks/eta_under_load.sh)
+        got = ratios(Path(run) if run.endswith(".log") else ROOT / "data" / "examples" / run / "collect.log")
         later = [r for k, r in got if k >= 2]
         print(f"{run:<16} " + " ".join(f"{k}:{r:.2f}" for k, r in got)
               + f"   from the 2nd cell: {min(later):.2f}-{max(later):.2f}")

@@ -3,7 +3,7 @@
 A model reference in a matrix is a built-in `name` or `name:option=value,option=value`,
 for example `gpt:layers=2,seq_len=64` (options validated against the model's declared
 defaults), or a sourced model (collector/models/sources.py): `timm:<name>`, `hf:<ModelClass>`,
-or the user's `<module.path>:<function>` / `<file.py>:<function>`, each with free-form
+`tv:<name>` (torchvision), or the user's `<module.path>:<function>` / `<file.py>:<function>`, each with free-form
 `:k=v,...` options. The canonical reference, options included, is part of the cell key.
 
 May import: collector.record (a sourced model's cell-key rules) and collector.modes; torch only inside a
@@ -40,7 +40,7 @@ def spec(name: str) -> ModelSpec:
         close = difflib.get_close_matches(name, _MODULES, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownModel(f"unknown model {name!r}{hint}; valid models: {', '.join(_MODULES)}, "
-                           "or timm:<name>, hf:<ModelClass>, <module.path>:<function>, <file.py>:<function>")
+                           "or timm:<name>, hf:<ModelClass>, tv:<name>, <module.path>:<function>, <file.py>:<function>")
     return importlib.import_module(f"collector.models.{name}").SPEC
 
 

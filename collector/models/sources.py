@@ -1,5 +1,5 @@
 """Model sources beyond the built-in files: any timm model, any Hugging Face transformers model class,
-and the user's own build function. Importing this module does not import torch (nor timm,
+any torchvision model, and the user's own build function. Importing this module does not import torch (nor timm,
 transformers or the user's code): a reference is parsed here, built in the cell process.
 
 References (the full reference is the cell's model key, so it names the cell in every run):
@@ -8,7 +8,10 @@ References (the full reference is the cell's model key, so it names the cell in 
 - `hf:<ModelClass>[:k=v,...]`: transformers.<ModelClass>(<its config class>()), random weights, no
   download, no tokenizer; options `seq_len` (tokens; default 512 or the model's limit), `image_size`
   and `attention_mask` (none, the default, as PyTorch's harness; ones; padded), any other option
-  overrides a field of the config (hf:BertForMaskedLM:num_hidden_layers=2).
+  overrides a field of the config (hf:BertForMaskedLM:num_hidden_layers=2); `hf:<name>` for a name of
+  PyTorch's list or a hub id builds from the published config shipped in hf_configs.py.
+- `tv:<name>[:k=v,...]`: torchvision.models.get_model(name, weights=None), inputs and losses as
+  torchvision's references build them (tv_source.py); options `image_size`, `frames`, the rest to get_model.
 - `<module.path>:<function>[:k=v,...]` or `<path/to/file.py>:<function>[:k=v,...]`: the user's
   `function(batch_size, **options)` returning a collector.models.Built (docs/models.md).
 """
