@@ -1,4 +1,4 @@
-"""How good the collector's "about N left" is, replayed on committed runs (docs/performance.md).
+"""How good the collector's "about N left" is, replayed on committed runs (docs/estimate.md).
 
     python benchmarks/eta_accuracy.py
 

@@ -1,4 +1,4 @@
-"""The collector's live "about N left" against the time that was in fact left (docs/performance.md).
+"""The collector's live "about N left" against the time that was in fact left (docs/estimate.md).
 
     python benchmarks/eta_live.py [RUN ... | FILE.log ...]
 
