@@ -439,16 +439,22 @@ def test_a_timm_name_is_checked_where_timm_does_not_import(monkeypatch, tmp_path
     assert list(found["missing"]) == ["timm (ModuleNotFoundError: import of timm halted; None in sys.modules)"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed here")
-def test_the_shipped_timm_list_is_the_pinned_timms():
-    """Where the pinned timm imports (TORCH=2.14.1's venv), the shipped list is its list_models()."""
-    import timm
+def test_the_shipped_timm_and_torchvision_lists_are_the_pinned_packages_lists():
+    """In an interpreter where the pinned timm and torchvision import (.venv-torch-2.14.1 here and in CI),
+    the shipped lists are their list_models()."""
     from collector.models import timm_names
 
-    version, names = timm_names.shipped()
-    if timm.__version__ != version:
-        pytest.skip(f"timm {timm.__version__} here, the list is {version}'s")
-    assert names == timm.list_models()
+    python = _timm_python()
+    if python is None:
+        if os.environ.get("TCB_REQUIRE_TIMM") == "1":
+            pytest.fail("no interpreter here imports timm (TCB_REQUIRE_TIMM=1)")
+        pytest.skip("no interpreter here imports timm and torchvision")
+    got = subprocess.run([python, "-c", "import json, timm, torchvision, torchvision.models as m; print(json.dumps("
+                          "[timm.__version__, timm.list_models(), torchvision.__version__, m.list_models()]))"],
+                         capture_output=True, text=True, timeout=300)
+    timm_version, timm_list, tv_version, tv_list = json.loads(got.stdout.strip().splitlines()[-1])
+    assert timm_names.shipped("timm") == (timm_version, timm_list)
+    assert timm_names.shipped("torchvision")[1] == tv_list  # the build tag (+cu130) aside
 
 
 def test_make_collect_with_a_misspelled_timm_name_stops_before_any_cell_without_timm(tmp_path):
