@@ -82,16 +82,14 @@ def gate_verdict(pe, bound: float = GATE_BOUND, min_effect: float = stats.MIN_EF
     rows = [{"cell_id": cid, "cell": pe.labels[cid], "quantity": q, "ratio": e.point, "call": e.call}
             for q, by in pe.ests.items() for cid, e in by.items() if e.point]
     why = verify.unverified(pe.a, pe.b, pe.pairs, pe.ests, min_effect)
-    beyond = gate.beyond(rows, bound)
-    failing = [c for c in beyond if (c["cell_id"], c["quantity"]) not in why] + gate.run_level_first_call(rows, bound)
+    failing, held = gate.split_unverified(gate.beyond(rows, bound), why)
+    failing += gate.run_level_first_call(rows, bound)
     broken = gate.newly_failing([(pe.labels[p["cell_id"]], p["status_a"], p["status_b"]) for p in pe.pairs])
     if failing or broken:
         return "fail", [f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])}" for c in failing] + [
             f"newly failing {x}" for x in broken]
-    held = [c for c in beyond if (c["cell_id"], c["quantity"]) in why]
     return ("unverified" if held else "pass"), [
-        f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])} ({why[(c['cell_id'], c['quantity'])].split(':')[0]})"
-        for c in held]
+        f"{c['cell']} {c['quantity']} {est.pct(c['ratio'])} ({reason.split(':')[0]})" for c, reason in held]
 
 
 def measure(data: Path, min_effect: float, show_pairs: bool, with_history: bool = True) -> dict:

@@ -472,10 +472,11 @@ def test_make_collect_with_a_misspelled_timm_name_stops_before_any_cell_without_
 def _tiny(name: str) -> dict:
     """A tiny variant of an hf: model: one layer of each stack, a 1,024-token vocabulary where the
     published one is over 100,000, four experts; the published widths kept."""
-    from collector.models import hf_configs, hf_source
+    from collector.models import hf_source
+    from collector.record.contract import REDUCE_KEYS
 
     base = hf_source.make_config(hf_source.model_class(name), {}, name)
-    opts = {k: 1 for k in hf_configs.REDUCE_KEYS if isinstance(getattr(base, k, None), int)}
+    opts = {k: 1 for k in REDUCE_KEYS if isinstance(getattr(base, k, None), int)}
     if getattr(base, "vocab_size", 0) > 100_000:
         opts["vocab_size"] = 1024
     if getattr(base, "num_local_experts", None):

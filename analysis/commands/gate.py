@@ -78,6 +78,13 @@ def beyond(changes: list[dict], bound: float, quantities: set[str] | None = None
     return sorted(out, key=lambda c: -c["worse"])
 
 
+def split_unverified(failing: list[dict], why: dict) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """(the changes that fail, (change, why) for those an A/A can produce): `why` is
+    analysis/compare_report/verify.py's unverified() by (cell id, quantity)."""
+    held = [(c, why[(c["cell_id"], c["quantity"])]) for c in failing if (c["cell_id"], c["quantity"]) in why]
+    return [c for c in failing if (c["cell_id"], c["quantity"]) not in why], held
+
+
 def newly_failing(transitions) -> list[str]:
     """The cells ok in the baseline and attempted but not ok in the candidate (a crash, a compile error,
     a timeout, an accuracy failure), as 'label (ok -> status)'; a cell skipped in either (a model its
@@ -184,9 +191,7 @@ def main(argv: list[str]) -> int:
         failing, dropped = _unrepeated(report, failing, bound)
     unverified = []
     if not report.repeat_pairs:  # a repeat pair decides what one pair cannot (repeats above)
-        why = report.unverified
-        unverified = [(c, why[(c["cell_id"], c["quantity"])]) for c in failing if (c["cell_id"], c["quantity"]) in why]
-        failing = [c for c in failing if (c["cell_id"], c["quantity"]) not in why]
+        failing, unverified = split_unverified(failing, report.unverified)
     failing += run_level_first_call(changes, bound, quantities)  # the run as a whole: not repeated per cell
     broken = [] if args.allow_new_failures else newly_failing(report.transitions)
     called = sum(1 for c in changes if c.get("call") == est.REGRESSED and c["quantity"] in quantities)

@@ -7,8 +7,10 @@ one of them can explain is *unverified*: the gate names it and asks for the meas
 (a repeat pair, sibling runs, COLD_REPLICATES=1) instead of failing on it.
 
 - **One compile's draw** (`DRAW`): one torch in both runs, the cell's cold compiles autotuned other
-  launch configurations, and the called compiled or speedup change's interval holds only the
-  processes' spread (changes.retuned_cells, draw_unheld: the comparison's autotune caveat).
+  launch configurations, the profile of both runs shows the re-tuned kernels carried the change, and
+  the called compiled or speedup change's interval holds only the processes' spread
+  (changes.retuned_cells, draw_unheld). The autotune caveat's wider case (re-tuned, not profiled) is
+  not enough: no committed A/A needs it, and it would hold 5 planted pairs' plants.
 - **A host-paced side** (`HOST_PACED`): a speedup change in a cell with a launch-bound side in either
   run, smaller than the A/A spread of launch-bound sides (stats.LAUNCH_BOUND_AA): the host's pace,
   which moves between runs of one build, moved it.

@@ -136,7 +136,7 @@ class Progress:
                 both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
         return statistics.geometric_mean(both) if both else 1.0
 
-    def _phase_ratio(self, phase: str, other: str, scale: float) -> float | None:
+    def _phase_ratio(self, phase: str, other: str) -> float | None:
         """How much longer a cell of `phase` takes than one of `other`, over the models timed in both
         (this run's cells first, else earlier runs'): the geometric mean of the per-model ratios."""
         for src in (self.seen, self.prior):
@@ -162,7 +162,7 @@ class Progress:
             if lv == "phase":  # the model timed in the other phase only
                 other = "train" if key[2] == "infer" else "infer"
                 there = got.get(("model", key[1], other))
-                ratio = self._phase_ratio(key[2], other, scale) if there else None
+                ratio = self._phase_ratio(key[2], other) if there else None
                 if ratio:
                     return f * statistics.fmean(there) * ratio, "phase", own
             elif got.get(lv):

@@ -6,14 +6,12 @@ Nothing is downloaded: each entry is the model class and the numbers of the mode
 config.json (the hub repository named in `source`) that differ from the config class's defaults; the
 weights are random, as for every `hf:` model. Options still apply on top (`hf:Qwen/Qwen3-0.6B:seq_len=128`);
 one that lowers the layer count (`num_hidden_layers=`, `n_layer=`, `num_layers=`) makes a *reduced*
-model, which the suite table names (REDUCE_KEYS). Where a model's checkpoint holds more than a causal
+model, which the suite table names (collector.record.contract.REDUCE_KEYS). Where a model's checkpoint holds more than a causal
 language model (gemma-3-4b-it's SigLIP vision tower), `note` says what is left out.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from collector.record.contract import REDUCE_KEYS
 
 
 @dataclass(frozen=True)
