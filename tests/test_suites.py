@@ -93,11 +93,27 @@ def test_the_screen_confirms_cells_beyond_the_threshold_and_status_changes():
     found = screen.moved(pairs, 0.10)
     assert [(m.cell_id, m.why) for m in found] == [
         ("slower", "compiled step +20.0%"), ("speedup", "speedup +30.0%"), ("broke", "ok -> compile_error")]
-    assert screen.aa_spread(pairs[:2]) == pytest.approx((0.20, 2.0 / 1.7 - 1))  # the largest change of each quantity
+    spread = screen.aa_spread(pairs[:2])  # the largest change of each quantity; no host-paced cell: the same for both
+    assert spread["GPU-bound"] == pytest.approx((0.20, 2.0 / 1.7 - 1)) and spread["host-paced"] == spread["GPU-bound"]
     # per quantity: a 25% speedup bound leaves the speedup cell out, the compiled bound keeps the slower one
     assert [m.cell_id for m in screen.moved(pairs, (0.10, 0.35))] == ["slower", "broke"]
     with pytest.raises(ValueError, match="no compiled cell ok in both"):
         screen.aa_spread(pairs[3:])
+
+
+def test_the_screen_judges_host_paced_and_gpu_bound_cells_by_their_own_aa_spread():
+    """A one-process screen's A/A moves a host-paced cell by tens of percent and a GPU-bound one by a
+    few: one spread for both would send no planted 5% of a GPU-bound cell to confirmation."""
+    aa = [_pair("gpu1", 10, 10.2, 2.0, 1.98), _pair("gpu2", 10, 9.9, 2.0, 2.02),
+          dict(_pair("host", 10, 13, 2.0, 1.5), compiled_lb_a=True)]
+    spread = screen.aa_spread(aa)
+    assert spread["GPU-bound"] == pytest.approx((0.02, 2.0 / 1.98 - 1))
+    assert spread["host-paced"] == pytest.approx((0.30, 2.0 / 1.5 - 1))
+    planted = [_pair("gpu1", 10, 10.5, 2.0, 1.9), dict(_pair("host", 10, 10.5, 2.0, 1.9), eager_lb_b=True),
+               _pair("gpu2", 10, 10.1, 2.0, 1.99)]
+    found = screen.moved(planted, spread)
+    assert [(m.cell_id, m.why) for m in found] == [("gpu1", "compiled step +5.0%")]
+    assert "on GPU-bound cells" in screen.threshold_text(spread) and "30.0% (compiled step)" in screen.threshold_text(spread)
 
 
 def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():

@@ -12,7 +12,9 @@ runs <ID>-A and <ID>-B. The comparison of those two runs is the one that calls c
 comparison only chooses what to confirm (docs/suites.md). A cell moved when its compiled step time or
 its speedup changed by more than the threshold either way, or when it passes in one screen and fails in
 the other. The threshold is the screen's own A/A spread: the largest change of each quantity over the
-cells of an A/A pair of screens (--aa X:Y, the same interpreter screened twice), or --threshold for both.
+cells of an A/A pair of screens (--aa X:Y, the same interpreter screened twice), taken apart for the
+GPU-bound cells and the host-paced ones (a side launch-bound in either screen), since a one-process screen
+moves the second by tens of percent and the first by a few; or --threshold for both.
 On a budget, --cells narrows the choice to cell ids matching a pattern and --max-cells keeps the N cells
 that moved most (status changes first); the listing says how many were left out. --write-only writes the
 preset and prints the collector's command without measuring: to run the confirmation on another machine
@@ -56,25 +58,56 @@ def changes(pairs: list[dict]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def aa_spread(pairs: list[dict]) -> tuple[float, float]:
-    """The A/A spread of a pair of screens, per quantity: the largest change of the compiled step and
-    of the speedup over its cells, as fractions (exp(max |ln B/A|) - 1). ValueError when no cell is ok
-    in both."""
+def paced(p: dict) -> bool:
+    """Whether the host set the pace of a side of the cell in either screen (the enqueue rule's
+    launch-bound flag): where a one-process screen moves by tens of percent run to run."""
+    return any(p.get(k) for k in ("eager_lb_a", "eager_lb_b", "compiled_lb_a", "compiled_lb_b"))
+
+
+CLASSES = ("GPU-bound", "host-paced")
+
+
+def aa_spread(pairs: list[dict]) -> dict[str, tuple[float, float]]:
+    """The A/A spread of a pair of screens, per class of cell (GPU-bound, host-paced: `paced`) and
+    quantity: the largest change of the compiled step and of the speedup over the class's cells, as
+    fractions (exp(max |ln B/A|) - 1). A class with no cell ok in both takes the other class's larger
+    spread (no class is judged by a spread it has not shown). ValueError when no cell is ok in both."""
     ch = changes(pairs)
     if not ch:
         raise ValueError("the A/A pair has no compiled cell ok in both runs: no spread to measure")
-    return tuple(math.exp(max(c[i] for c in ch.values())) - 1 for i in (0, 1))
+    by_id = {p["cell_id"]: p for p in pairs}
+    out = {}
+    for cls in CLASSES:
+        vals = [c for cid, c in ch.items() if (CLASSES[1] if paced(by_id[cid]) else CLASSES[0]) == cls]
+        if vals:
+            out[cls] = tuple(math.exp(max(c[i] for c in vals)) - 1 for i in (0, 1))
+    overall = tuple(math.exp(max(c[i] for c in ch.values())) - 1 for i in (0, 1))
+    return {cls: out.get(cls, overall) for cls in CLASSES}
 
 
-def moved(pairs: list[dict], threshold: float | tuple[float, float]) -> list[Moved]:
+def threshold_text(threshold) -> str:
+    """The threshold in words: one fraction, (compiled step, speedup), or those per class."""
+    if isinstance(threshold, dict):
+        return "; ".join(f"{threshold_text(t)} on {cls} cells" for cls, t in threshold.items())
+    if isinstance(threshold, tuple):
+        return f"{threshold[0]:.1%} (compiled step) or {threshold[1]:.1%} (speedup)"
+    return f"{threshold:.1%}"
+
+
+def moved(pairs: list[dict], threshold: float | tuple[float, float] | dict) -> list[Moved]:
     """The cells to confirm: a change beyond the threshold either way (one fraction for both quantities,
-    or (compiled step, speedup)), or a status change (ok in one screen only)."""
+    (compiled step, speedup), or such a pair per class of cell as `aa_spread` gives them), or a status
+    change (ok in one screen only)."""
     ch = changes(pairs)
-    limits = [math.log1p(t) for t in (threshold if isinstance(threshold, tuple) else (threshold, threshold))]
+
+    def limits_of(p: dict) -> list[float]:
+        t = threshold[CLASSES[1] if paced(p) else CLASSES[0]] if isinstance(threshold, dict) else threshold
+        return [math.log1p(x) for x in (t if isinstance(t, tuple) else (t, t))]
     out = []
     for p in pairs:
         if p.get("mode") == "eager":
             continue
+        limits = limits_of(p)
         cid = p["cell_id"]
         sa, sb = p.get("status_a"), p.get("status_b")
         if "skipped" not in (sa, sb) and (sa == "ok") != (sb == "ok"):
@@ -221,8 +254,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     screened = len(changes(screen_pairs))
-    beyond = (f"{threshold[0]:.1%} (compiled step) or {threshold[1]:.1%} (speedup)" if isinstance(threshold, tuple)
-              else f"{threshold:.1%}")
+    beyond = threshold_text(threshold)
     print(f"screen {args.candidate} against {args.baseline}: {len(every)} cell(s) moved of {screened} ok in "
           f"both, beyond {beyond} ({source}), or passing in one screen only")
     for m in found:

@@ -19,6 +19,10 @@
 #                                                        run directly (direct), through a virtualenv whose only packages
 #                                                        are the image's (venv), and through that virtualenv with every
 #                                                        compiled step slowed by 5% (venvp5), interleaved
+#   bash benchmarks/gpu_machine/versions_gpu.sh resolve RUN SECONDS  what a suite screen can resolve: the cells of
+#                                                        benchmarks/gpu_machine/resolve-h200.toml (PRESET= for another) under
+#                                                        the image's python3 three times (a, b: the A/A; p5: every compiled
+#                                                        step slowed by 5%), interleaved, the preset's screening protocol
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -86,6 +90,10 @@ case $stage in
     fi
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
+  resolve)
+    run=$1 secs=$2
+    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run" \
+      STOP_AFTER="$secs" PYTHONS="a=python3 b=python3 p5=python3" PLANT_SLOWDOWN=5 PLANT_ON=p5 ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -105,7 +113,7 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac
