@@ -19,10 +19,13 @@
 #                                                        run directly (direct), through a virtualenv whose only packages
 #                                                        are the image's (venv), and through that virtualenv with every
 #                                                        compiled step slowed by 5% (venvp5), interleaved
-#   bash benchmarks/gpu_machine/versions_gpu.sh resolve RUN SECONDS  what a suite screen can resolve: the cells of
+#   bash benchmarks/gpu_machine/versions_gpu.sh resolve RUN SECONDS [N]  what a suite screen can resolve: the cells of
 #                                                        benchmarks/gpu_machine/resolve-h200.toml (PRESET= for another) under
 #                                                        the image's python3 three times (a, b: the A/A; p5: every compiled
-#                                                        step slowed by 5%), interleaved, the preset's screening protocol
+#                                                        step slowed by 5%), interleaved, the preset's screening protocol;
+#                                                        once screened, the N (default 2) planted cells that moved most
+#                                                        beyond their class's A/A spread (make confirm AA=RUN-a:RUN-b)
+#                                                        again under the three with 3 processes, into RUNc-a/-b/-p5
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -91,9 +94,20 @@ case $stage in
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
   resolve)
-    run=$1 secs=$2
-    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run" \
-      STOP_AFTER="$secs" PYTHONS="a=python3 b=python3 p5=python3" PLANT_SLOWDOWN=5 PLANT_ON=p5 ;;
+    run=$1 secs=$2 confirm=${3:-2} end=$((SECONDS + $2))
+    preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
+    three() { make collect PYTHON=python3 PRESET="$1" RUN="$2" STOP_AFTER="$3" PLANT_SLOWDOWN=5 PLANT_ON=p5 \
+                PYTHONS="a=python3 b=python3 p5=python3"; }
+    three "$preset" "$run" "$secs"
+    want=$(python3 -m collector --preset "$preset" --dry-run --out /tmp/dry --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
+    for side in a b p5; do
+      have=$(ls data/runs/$run-$side/cells/*.parquet 2>/dev/null | wc -l)
+      [ "$have" -ge "$want" ] || { echo "screen $run-$side: $have of $want cells; the confirmation waits"; exit 0; }
+    done
+    left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; exit 0; }
+    [ -f data/runs/${run}c.toml ] || python3 -m analysis confirm --data data --baseline $run-a --candidate $run-p5 \
+      --aa $run-a:$run-b --max-cells "$confirm" --run ${run}c --out data/runs --write-only || exit
+    three data/runs/${run}c.toml ${run}c "$left" ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -113,7 +127,7 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac
