@@ -23,7 +23,7 @@
 #                                                        benchmarks/gpu_machine/resolve-h200.toml (PRESET= for another) under
 #                                                        the image's python3 three times (a, b: the A/A; p5: every compiled
 #                                                        step slowed by 5%), interleaved, the preset's screening protocol;
-#                                                        once screened, the N (default 2) planted cells that moved most
+#                                                        once screened, the N (default 1) planted cells that moved most
 #                                                        beyond their class's A/A spread (make confirm AA=RUN-a:RUN-b)
 #                                                        again under the three with 3 processes, into RUNc-a/-b/-p5
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
@@ -94,7 +94,7 @@ case $stage in
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
   resolve)
-    run=$1 secs=$2 confirm=${3:-2} end=$((SECONDS + $2))
+    run=$1 secs=$2 confirm=${3:-1} end=$((SECONDS + $2))
     preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
     three() { make collect PYTHON=python3 PRESET="$1" RUN="$2" STOP_AFTER="$3" PLANT_SLOWDOWN=5 PLANT_ON=p5 \
                 PYTHONS="a=python3 b=python3 p5=python3"; }
