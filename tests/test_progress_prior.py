@@ -242,3 +242,41 @@ def test_the_estimate_follows_the_hosts_load_now_against_its_load_when_the_cells
     assert "about 1m00s left from the 1 cell done; the host busier now than then: x2.00" in out.getvalue()
     load[0] = 0.4  # quieter than one process per CPU: no faster than uncrowded
     assert p.estimate_left(2) == pytest.approx(30.0)
+
+
+def test_an_earlier_run_collected_on_a_crowded_host_is_read_as_uncrowded_and_scaled_to_the_load_now(tmp_path):
+    """benchmarks/eta_under_load.sh's third run (quiet) read the second (two busy processes beside it
+    on 2 cores) as it was: 1.93x high at its first cell. A session records the host's mean crowding as
+    its cells ended (run.json `host_crowding`); a later run divides those cells' times by it, and the
+    live pace scales them to the load now."""
+    from types import SimpleNamespace
+
+    from collector.host.earlier import earlier_times
+
+    d = tmp_path / "loaded" / "cells"
+    d.mkdir(parents=True)
+    (tmp_path / "loaded" / "run.json").write_text(json.dumps({
+        "environment": {"device_name": "cpu"}, "protocol": {"processes": 3},
+        "sessions": [{"started_at": "2026-12-05T01:00:00+00:00", "finished_at": "2026-12-05T01:10:00+00:00",
+                      "host_crowding": 2.0},
+                     {"started_at": "2026-12-05T02:00:00+00:00", "finished_at": "2026-12-05T02:10:00+00:00"}]}))
+    pq.write_table(pa.table({"model": ["mlp", "gpt"], "phase": ["infer", "infer"], "mode": ["default"] * 2,
+                             "cell_wall_s": [40.0, 30.0],
+                             "started_at": ["2026-12-05T01:05:00+00:00", "2026-12-05T02:05:00+00:00"]}),
+                   d / "c.parquet")
+    target = SimpleNamespace(run_id="now", env={"device_name": "cpu"}, launcher=SimpleNamespace(name="exec"),
+                             matrix=SimpleNamespace(protocol=SimpleNamespace(processes=3, cold_replicates=False),
+                                                    cells=[]))
+    got = earlier_times(tmp_path, [target])
+    assert got[("cell", "mlp", "infer", "default")] == [20.0]  # crowded 2x: half its time uncrowded
+    assert got[("cell", "gpt", "infer", "default")] == [30.0]  # a session that recorded none: as it was
+
+    load = [2.0]
+    p = Progress(1, out=io.StringIO(), plan=[(0, "mlp", "infer", "default")], prior=got, load=lambda: load[0])
+    assert p.estimate_left(1) == pytest.approx(40.0)  # busy now as then: the time it took then
+    load[0] = 0.5
+    assert p.estimate_left(1) == pytest.approx(20.0)
+    p.done({"status": "ok"}, 21.0, k=1)
+    load[0] = 3.0
+    p.done({"status": "ok"}, 60.0, k=1)
+    assert p.crowding_seen() == pytest.approx(2.0)  # what this session's run.json records

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.host.progress import as_cold, mark_startups, prior_times
+from collector.host.progress import as_cold, mark_crowding, mark_startups, prior_times
 
 EARLIER_RUNS = 20  # the most recent runs an estimate reads
 MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
@@ -99,7 +99,7 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
         if cold_now and not run.cold:
             got = as_cold(got, procs)
         try:  # each command's first cell paid its fork parent's start: set apart, as live
-            rows += mark_startups(got, run.sessions)
+            rows += mark_crowding(mark_startups(got, run.sessions), run.sessions)
         except (AttributeError, TypeError):
             rows += got
     return prior_times(rows)

@@ -169,6 +169,11 @@ class Progress:
                 return f * statistics.fmean(got[lv]), lv[0], own
         return mean, "all", False
 
+    def crowding_seen(self) -> float | None:
+        """The mean crowding of the host as this session's cells ended (None before any): run.json's
+        session `host_crowding`, by which a later run reads these cells' times (mark_crowding)."""
+        return statistics.fmean(self.crowds) if self.crowds else None
+
     def pace(self) -> float:
         """The host's load now against its load when the latest cells ended (before any: against an
         uncrowded host, as earlier runs are taken to be); 1 while no CPU is oversubscribed."""
@@ -282,6 +287,23 @@ def prior_times(rows: list[dict]) -> dict:
         for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
             out.setdefault(lv, []).append(float(secs))
     return out
+
+
+def mark_crowding(rows: list[dict], sessions: list[dict]) -> list[dict]:
+    """Earlier cells' wall times as they would take on an uncrowded host: each divided by the
+    `host_crowding` its session recorded (the mean crowding as its cells ended), matched by started_at
+    as mark_startups matches. A run collected beside two busy processes on 2 cores then no longer reads
+    as this machine's pace when the next run starts quiet (1.93x high at its first cell before), and
+    the live pace (Progress.pace) scales every prior time to the host's load now."""
+    for s in sessions or []:
+        crowd, lo, hi = s.get("host_crowding"), s.get("started_at"), s.get("finished_at") or "~"
+        if not crowd or crowd <= 1 or not lo:
+            continue
+        for i, r in enumerate(rows):
+            if r.get("started_at") and lo <= str(r["started_at"]) <= hi and r.get("cell_wall_s"):
+                rows[i] = {**r, "cell_wall_s": r["cell_wall_s"] / crowd,
+                           **({"startup_s": r["startup_s"] / crowd} if r.get("startup_s") else {})}
+    return rows
 
 
 def mark_startups(rows: list[dict], sessions: list[dict]) -> list[dict]:

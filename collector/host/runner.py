@@ -243,9 +243,12 @@ class _Session:
             raise self.failure[0]
 
 
-def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], out) -> None:
+def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], out,
+                 crowding: float | None = None) -> None:
     """What every session writes at its end, however it ended: the launchers' description, the runs
-    interleaved with each other, the compact index, the session's end in run.json."""
+    interleaved with each other, the compact index, the session's end in run.json, and how crowded the
+    host was as its cells ended (`crowding`: Progress.crowding_seen; a later run's estimate reads this
+    run's cell times as they would take on an uncrowded host)."""
     for ti, o in enumerate(opened):
         described = [d for d in (row[ti].describe() for row in launchers) if d]
         if described:
@@ -261,6 +264,8 @@ def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], o
             print(f"note: could not compact {o.run_dir}: {exc}", file=out)
         o.manifest["sessions"][-1]["finished_at"] = _now()
         o.manifest["sessions"][-1]["cells_measured"] = sum(1 for r in rows if r.get("run_id") == o.target.run_id)
+        if crowding:
+            o.manifest["sessions"][-1]["host_crowding"] = round(crowding, 3)
         try:
             _write_json(o.run_dir / "run.json", o.manifest)
         except OSError as exc:  # must not hide why the session ended; the cells are saved
@@ -336,7 +341,7 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                 _interrupted(len(progress.rows), opened, out)
             raise
         finally:  # a stop signal only sets a flag: these writes always finish
-            _end_session(opened, launchers, progress.rows, out)
+            _end_session(opened, launchers, progress.rows, out, progress.crowding_seen())
         if INTERRUPTED.is_set():  # a stop that arrived after the last cell, e.g. during compaction
             _interrupted(len(progress.rows), opened, out)
             raise KeyboardInterrupt("stop requested")

@@ -29,7 +29,8 @@ _SESSION = {  # what a session records; a session may hold more (the SLURM execu
                    "preset": {"type": "string"}, "project_git_sha": {"type": ["string", "null"]},
                    "collector_source_sha1": {"type": "string"}, "cells_in_matrix": {"type": "integer", "minimum": 0},
                    "cells_measured": {"type": "integer", "minimum": 0}, "interleaved_with": _STRINGS,
-                   "launchers": {"type": "array"}, "workers": {"type": "array"}, "note": {"type": "string"}},
+                   "launchers": {"type": "array"}, "workers": {"type": "array"}, "note": {"type": "string"},
+                   "host_crowding": {"type": "number", "minimum": 1}},
 }
 
 
