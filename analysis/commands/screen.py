@@ -13,7 +13,8 @@ comparison only chooses what to confirm (docs/suites.md). A cell moved when its 
 its speedup changed by more than the threshold either way, or when it passes in one screen and fails in
 the other. The threshold is the screen's own A/A spread: the largest change of each quantity over the
 cells of an A/A pair of screens (--aa X:Y, the same interpreter screened twice), taken apart for the
-GPU-bound cells and the host-paced ones (a side launch-bound in either screen), since a one-process screen
+GPU-bound cells and the host-paced ones (a side host-paced in either screen, as the suite table
+counts it), since a one-process screen
 moves the second by tens of percent and the first by a few; or --threshold for both.
 On a budget, --cells narrows the choice to cell ids matching a pattern and --max-cells keeps the N cells
 that moved most (status changes first); the listing says how many were left out. --write-only writes the
@@ -59,9 +60,20 @@ def changes(pairs: list[dict]) -> dict[str, tuple[float, float]]:
 
 
 def paced(p: dict) -> bool:
-    """Whether the host set the pace of a side of the cell in either screen (the enqueue rule's
-    launch-bound flag): where a one-process screen moves by tens of percent run to run."""
-    return any(p.get(k) for k in ("eager_lb_a", "eager_lb_b", "compiled_lb_a", "compiled_lb_b"))
+    """Whether the host set the pace of a side of the cell in either screen, as the suite table counts
+    it (analysis/run_report/suites.py, host_paced: launch-bound by the enqueue rule, or, with a kernel
+    profile, kernels filling under 90% of the step): where a one-process screen moves by tens of percent
+    run to run."""
+    from analysis.run_report.suites import host_paced
+
+    for x in ("a", "b"):
+        row = {"kernel_profile_json": p.get(f"profile_{x}")}
+        for side in ("eager", "compiled"):
+            row[f"{side}_launch_bound"] = p.get(f"{side}_lb_{x}")
+            row[f"{side}_median_ms"] = p.get(f"{side}_{x}")
+        if any(host_paced(row, side) for side in ("eager", "compiled")):
+            return True
+    return False
 
 
 CLASSES = ("GPU-bound", "host-paced")
