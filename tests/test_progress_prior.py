@@ -280,3 +280,25 @@ def test_an_earlier_run_collected_on_a_crowded_host_is_read_as_uncrowded_and_sca
     load[0] = 3.0
     p.done({"status": "ok"}, 60.0, k=1)
     assert p.crowding_seen() == pytest.approx(2.0)  # what this session's run.json records
+
+
+def test_a_model_whose_cells_compare_apart_from_the_rest_is_scaled_by_its_own():
+    """The smoke preset's GPT cells took 45 s (inference) and 120 s (training) in the runs of
+    2026-11-30, today 27 s and 61 s, while the MLP cells took today's: one scale for both read the GPT's
+    training 1.6-1.7x high (benchmarks/eta_under_load.sh, q1). Once this run's GPT inference cell is
+    timed, the GPT's own ratio (0.6) scales its training; a model within MODEL_APART of the rest keeps
+    the run's scale."""
+    prior = prior_times([{"model": m, "phase": ph, "mode": "default", "cell_wall_s": s}
+                         for m, ph, s in (("mlp", "infer", 20.0), ("gpt", "infer", 45.0), ("gpt", "train", 120.0),
+                                          ("cnn", "infer", 30.0), ("cnn", "train", 50.0))])
+    plan = [(0, "mlp", "infer", "default"), (0, "gpt", "infer", "default"), (0, "cnn", "infer", "default"),
+            (0, "gpt", "train", "default"), (0, "cnn", "train", "default")]
+    p = Progress(5, out=io.StringIO(), plan=plan, prior=prior)
+    p.done({"status": "ok", "model": "mlp"}, 20.0, k=1, label=None)
+    p.seen.setdefault(("cell", "mlp", "infer", "default"), [20.0])
+    p.seen[("cell", "gpt", "infer", "default")] = [27.0]
+    p.seen[("cell", "cnn", "infer", "default")] = [28.0]  # 0.93x: within MODEL_APART of the run's 0.82x
+    scale, by_model = p._scale()
+    assert by_model["gpt"] == pytest.approx(0.6)
+    assert p._one((0, "gpt", "train", "default"), 10.0, (scale, by_model))[0] == pytest.approx(72.0)
+    assert p._one((0, "cnn", "train", "default"), 10.0, (scale, by_model))[0] == pytest.approx(50.0 * scale)

@@ -1,6 +1,7 @@
 """Terminal progress for a long collection: cell k of n, elapsed, estimate, summary table."""
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections import Counter
@@ -86,6 +87,7 @@ def crowding(load: float | None) -> float:
     return max(1.0, load) if load else 1.0
 
 
+MODEL_APART = 1.25  # a model's own scale replaces the run's where they differ by more than this factor
 PACE_CELLS = 3  # the latest cells whose load at their end the present load is held against
 
 
@@ -125,16 +127,22 @@ class Progress:
         # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
         self.startups: dict = {}
 
-    def _scale(self) -> float:
-        """Earlier runs ran on another day, maybe another machine of the kind or another launcher: scale
-        them by how this run's finished cells compare with the most alike cells there (the same cell,
-        else the same model and phase, else the same mode; geometric mean of the ratios)."""
-        both = []
+    def _scale(self) -> tuple[float, dict]:
+        """Earlier runs ran on another day, maybe another machine of the kind, another launcher or
+        another version of a model's code: scale them by how this run's finished cells compare with the
+        most alike cells there (the same cell, else the same model and phase, else the same mode;
+        geometric mean of the ratios), and, for a model this run has timed whose cells compare apart
+        from the rest (by more than MODEL_APART), by its own cells' ratios (the smoke preset's GPT cells took 1.6-2.0x today's in the runs of 2026-11-30 while
+        their MLP cells took today's: one scale for both read the GPT's training 1.6-1.7x high).
+        Returns (the scale, {model: its scale})."""
+        both, by_model = [], {}
         for lv in (lv for lv in self.seen if lv[0] == "cell"):
             there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
             if there:
                 both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
-        return statistics.geometric_mean(both) if both else 1.0
+                by_model.setdefault(lv[1], []).append(both[-1])
+        return ((statistics.geometric_mean(both) if both else 1.0),
+                {m: statistics.geometric_mean(v) for m, v in by_model.items()})
 
     def _phase_ratio(self, phase: str, other: str) -> float | None:
         """How much longer a cell of `phase` takes than one of `other`, over the models timed in both
@@ -147,13 +155,15 @@ class Progress:
                 return statistics.geometric_mean(got)
         return None
 
-    def _one(self, key: tuple, mean: float, scale: float) -> tuple[float, str, bool]:
+    def _one(self, key: tuple, mean: float, scales: tuple[float, dict]) -> tuple[float, str, bool]:
         """A queued cell's seconds, the level they came from ('exact', 'cell', 'model', 'phase', 'mode',
         or 'all': the mean of every cell) and whether this run's own cells gave them. This run's cells
         of the same model and phase come before earlier runs' (a quiet run read 1.44-1.64x high from the
         published runs' ratio of its GPT cells while its own GPT training cell in the other mode was
         within 2%); earlier runs' cells of the model come before this run's other models."""
         levels = _levels(key)
+        own_scale = scales[1].get(key[1], scales[0])  # the model's own, where it departs from the rest
+        scale = own_scale if abs(math.log(own_scale / scales[0])) > math.log(MODEL_APART) else scales[0]
         order = [(lv, src) for lv in levels[:3] for src in ("seen",)] + \
                 [(lv, "prior") for lv in levels[1:3]] + [("phase", "seen"), ("phase", "prior")] + \
                 [(levels[3], src) for src in ("seen", "prior")]
@@ -196,11 +206,12 @@ class Progress:
         if not self.plan:
             self.basis = done
             return pace * mean * (self.total - k + 1) / self.workers
-        scale = self._scale()
+        scales = self._scale()
+        scale = scales[0]
         total, self.guessed, used_prior = 0.0, 0, False
         for key, n in self._queued.items():
             if n > 0:
-                secs, level, own = self._one(key, mean, scale)
+                secs, level, own = self._one(key, mean, scales)
                 total += n * secs
                 used_prior |= not own and level != "all"
                 # no cell of this model timed in either phase, here or in an earlier run: a guess
