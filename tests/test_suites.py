@@ -114,6 +114,8 @@ def test_the_screen_judges_host_paced_and_gpu_bound_cells_by_their_own_aa_spread
     found = screen.moved(planted, spread)
     assert [(m.cell_id, m.why) for m in found] == [("gpu1", "compiled step +5.0%")]
     assert "on GPU-bound cells" in screen.threshold_text(spread) and "30.0% (compiled step)" in screen.threshold_text(spread)
+    one = screen.aa_spread(aa[:2])  # no host-paced cell (a CPU run): one spread, said once
+    assert screen.threshold_text(one) == "2.0% (compiled step) or 1.0% (speedup)"
 
 
 def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():

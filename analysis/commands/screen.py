@@ -99,6 +99,8 @@ def aa_spread(pairs: list[dict]) -> dict[str, tuple[float, float]]:
 
 def threshold_text(threshold) -> str:
     """The threshold in words: one fraction, (compiled step, speedup), or those per class."""
+    if isinstance(threshold, dict) and len(set(threshold.values())) == 1:  # one class (a CPU run): one spread
+        return threshold_text(next(iter(threshold.values())))
     if isinstance(threshold, dict):
         return "; ".join(f"{threshold_text(t)} on {cls} cells" for cls, t in threshold.items())
     if isinstance(threshold, tuple):
