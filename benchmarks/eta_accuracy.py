@@ -154,7 +154,8 @@ def first_calls(runs: tuple[str, ...]) -> dict:
 def earlier(name: str) -> dict:
     """The other groups' cells (the same H200 kind of machine, 3 processes a cell, the same launcher:
     the collector's earlier_times rule) as earlier runs, each command's first cell with its parent's
-    start set apart, and for a COLD_REPLICATES run the warm runs' cells with 2 more cold compiles
+    start set apart, each tagged with its group (the collector scales each earlier run by its own cells),
+    and for a COLD_REPLICATES run the warm runs' cells with 2 more cold compiles
     each (progress.as_cold); a warm run leaves the cold runs out, as the collector's earlier_times does."""
     cold_now = cold(GROUPS[name][0])
     rows = []
@@ -162,7 +163,7 @@ def earlier(name: str) -> dict:
         if other == name or launcher_of(runs[0]) != launcher_of(GROUPS[name][0]) or (cold(runs[0]) and not cold_now):
             continue
         firsts = first_calls(runs)
-        got = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s, "startup_s": x,
+        got = [{"model": k[1], "phase": k[2], "mode": k[3], "cell_wall_s": s, "startup_s": x, "run": other,
                 "first_call_compiled_s": firsts.get(k, (None, None))[0],
                 "warm_first_call_compiled_s": firsts.get(k, (None, None))[1]} for k, s, x in queue_with_starts(runs)]
         rows += as_cold(got, 3) if cold_now and not cold(runs[0]) else got

@@ -298,7 +298,26 @@ def test_a_model_whose_cells_compare_apart_from_the_rest_is_scaled_by_its_own():
     p.seen.setdefault(("cell", "mlp", "infer", "default"), [20.0])
     p.seen[("cell", "gpt", "infer", "default")] = [27.0]
     p.seen[("cell", "cnn", "infer", "default")] = [28.0]  # 0.93x: within MODEL_APART of the run's 0.82x
-    scale, by_model = p._scale()
+    scales = p._scale()
+    scale, by_model = scales[:2]
     assert by_model["gpt"] == pytest.approx(0.6)
-    assert p._one((0, "gpt", "train", "default"), 10.0, (scale, by_model))[0] == pytest.approx(72.0)
-    assert p._one((0, "cnn", "train", "default"), 10.0, (scale, by_model))[0] == pytest.approx(50.0 * scale)
+    assert p._one((0, "gpt", "train", "default"), 10.0, scales)[0] == pytest.approx(72.0)
+    assert p._one((0, "cnn", "train", "default"), 10.0, scales)[0] == pytest.approx(50.0 * scale)
+
+
+def test_each_earlier_run_is_scaled_by_its_own_cells_where_it_shares_one_with_this_run():
+    """The smoke preset's GPT training cells are in one run of 2026-11-30 only, whose MLP cells took
+    1.35x today's while the newer runs' took today's: read through one scale for all, the GPT's
+    training came out 1.5-1.7x high (benchmarks/eta_under_load.sh, q1). Each earlier run that shares a
+    finished cell is scaled by its own ratio."""
+    rows = [{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 23.0, "run": "old"},
+            {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 120.0, "run": "old"}]
+    rows += [{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 17.0, "run": f"new{i}"}
+             for i in range(4)]
+    prior = prior_times(rows)
+    plan = [(0, "mlp", "infer", "default"), (0, "gpt", "train", "default")]
+    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior)
+    p.done({"status": "ok"}, 17.0, k=1)
+    scales = p._scale()
+    assert scales[2]["old"] == pytest.approx(17.0 / 23.0) and scales[2]["new0"] == pytest.approx(1.0)
+    assert p.estimate_left(2) == pytest.approx(120.0 * 17.0 / 23.0)  # one scale for all: 120 x 17/18.2

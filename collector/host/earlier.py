@@ -95,7 +95,7 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
     for n, run in enumerate(earlier_runs(out_dir, target, {t.run_id for t in targets})[:MOST_EARLIER_RUNS]):
         if n >= EARLIER_RUNS and not wanted - {(r.get("model"), r.get("phase")) for r in rows}:
             break
-        got = _cells(run)
+        got = [{**r, "run": run.folder} for r in _cells(run)]
         if cold_now and not run.cold:
             got = as_cold(got, procs)
         try:  # each command's first cell paid its fork parent's start: set apart, as live

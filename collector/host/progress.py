@@ -87,6 +87,17 @@ def crowding(load: float | None) -> float:
     return max(1.0, load) if load else 1.0
 
 
+class Timed(float):
+    """An earlier cell's seconds, with the earlier run it came from (`run`: None where unknown), so
+    that each earlier run is scaled by how its own cells compare with this run's (Progress._scale)."""
+    run: object = None
+
+    def __new__(cls, secs: float, run=None):
+        x = super().__new__(cls, secs)
+        x.run = run
+        return x
+
+
 MODEL_APART = 1.25  # a model's own scale replaces the run's where they differ by more than this factor
 PACE_CELLS = 3  # the latest cells whose load at their end the present load is held against
 
@@ -127,22 +138,34 @@ class Progress:
         # 10-14 s on the H200): kept out of the cell times, counted once for each interpreter still to start
         self.startups: dict = {}
 
-    def _scale(self) -> tuple[float, dict]:
+    def _scale(self) -> tuple[float, dict, dict]:
         """Earlier runs ran on another day, maybe another machine of the kind, another launcher or
         another version of a model's code: scale them by how this run's finished cells compare with the
         most alike cells there (the same cell, else the same model and phase, else the same mode;
-        geometric mean of the ratios), and, for a model this run has timed whose cells compare apart
-        from the rest (by more than MODEL_APART), by its own cells' ratios (the smoke preset's GPT cells took 1.6-2.0x today's in the runs of 2026-11-30 while
-        their MLP cells took today's: one scale for both read the GPT's training 1.6-1.7x high).
-        Returns (the scale, {model: its scale})."""
-        both, by_model = [], {}
+        geometric mean of the ratios); each earlier run that shares a finished cell by its own ratios
+        (the smoke preset's GPT training cells are in one run of 2026-11-30 only, whose cells took
+        1.3-1.7x today's while the other runs' took today's: one scale for all read the GPT's training
+        1.5-1.7x high); and, for a model this run has timed whose cells compare apart from the rest (by
+        more than MODEL_APART), by its own cells' ratios. Returns (the scale, {model: its scale},
+        {run: its scale})."""
+        both, by_model, by_run = [], {}, {}
         for lv in (lv for lv in self.seen if lv[0] == "cell"):
             there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
+            mine = statistics.fmean(self.seen[lv])
             if there:
-                both.append(statistics.fmean(self.seen[lv]) / statistics.fmean(there))
+                both.append(mine / statistics.fmean(there))
                 by_model.setdefault(lv[1], []).append(both[-1])
+            for x in self.prior.get(lv, ()):  # the same cell in an earlier run: that run's own ratio
+                if getattr(x, "run", None) is not None:
+                    by_run.setdefault(x.run, []).append(mine / x)
         return ((statistics.geometric_mean(both) if both else 1.0),
-                {m: statistics.geometric_mean(v) for m, v in by_model.items()})
+                {m: statistics.geometric_mean(v) for m, v in by_model.items()},
+                {r: statistics.geometric_mean(v) for r, v in by_run.items()})
+
+    def _prior_mean(self, times: list, scale: float, runs: dict) -> float:
+        """The mean of earlier cells' seconds, each scaled by its run's own ratio where that run shares
+        a finished cell with this run, else by `scale`."""
+        return statistics.fmean(x * runs.get(getattr(x, "run", None), scale) for x in times)
 
     def _phase_ratio(self, phase: str, other: str) -> float | None:
         """How much longer a cell of `phase` takes than one of `other`, over the models timed in both
@@ -155,7 +178,7 @@ class Progress:
                 return statistics.geometric_mean(got)
         return None
 
-    def _one(self, key: tuple, mean: float, scales: tuple[float, dict]) -> tuple[float, str, bool]:
+    def _one(self, key: tuple, mean: float, scales: tuple) -> tuple[float, str, bool]:
         """A queued cell's seconds, the level they came from ('exact', 'cell', 'model', 'phase', 'mode',
         or 'all': the mean of every cell) and whether this run's own cells gave them. This run's cells
         of the same model and phase come before earlier runs' (a quiet run read 1.44-1.64x high from the
@@ -167,6 +190,8 @@ class Progress:
         order = [(lv, src) for lv in levels[:3] for src in ("seen",)] + \
                 [(lv, "prior") for lv in levels[1:3]] + [("phase", "seen"), ("phase", "prior")] + \
                 [(levels[3], src) for src in ("seen", "prior")]
+        apart = scale != scales[0]  # the model's own scale stands for every run's
+        runs = {} if apart or len(scales) < 3 else scales[2]
         for lv, src in order:
             got, f, own = (self.seen, 1.0, True) if src == "seen" else (self.prior, scale, False)
             if lv == "phase":  # the model timed in the other phase only
@@ -174,9 +199,10 @@ class Progress:
                 there = got.get(("model", key[1], other))
                 ratio = self._phase_ratio(key[2], other) if there else None
                 if ratio:
-                    return f * statistics.fmean(there) * ratio, "phase", own
+                    return (f * statistics.fmean(there) if own else self._prior_mean(there, f, runs)) * ratio, \
+                        "phase", own
             elif got.get(lv):
-                return f * statistics.fmean(got[lv]), lv[0], own
+                return (statistics.fmean(got[lv]) if own else self._prior_mean(got[lv], f, runs)), lv[0], own
         return mean, "all", False
 
     def crowding_seen(self) -> float | None:
@@ -296,7 +322,7 @@ def prior_times(rows: list[dict]) -> dict:
         start = r.get("startup_s") or 0.0
         secs = secs - start if 0 < start < secs else secs
         for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
-            out.setdefault(lv, []).append(float(secs))
+            out.setdefault(lv, []).append(Timed(secs, r.get("run")))
     return out
 
 
