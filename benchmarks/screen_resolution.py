@@ -64,6 +64,8 @@ def screen_table(loaded, a, b, p) -> list[str]:
            "| cell | class | A/A compiled | A/A eager | A/A speedup | A/A cold | planted compiled | planted speedup |",
            "|---|---|---|---|---|---|---|---|"]
     classes: dict[str, list[str]] = {c: [] for c in screen.CLASSES}
+    # what `make confirm AA=` sends: the plant's moves beyond the class's A/A spread (screen.moved)
+    sent = {m.cell_id for m in screen.moved(list(pl.values()), screen.aa_spread(list(aa.values())))}
     for cid, r in aa.items():
         q = pl.get(cid, {})
         if "ok" != r["status_a"] or "ok" != r["status_b"] or q.get("status_b") != "ok":
@@ -81,8 +83,7 @@ def screen_table(loaded, a, b, p) -> list[str]:
         spread = {k: max(abs(math.log1p(change(aa[c], k))) for c in ids if change(aa[c], k) is not None)
                   for k, _ in QUANTITIES}
         text = ", ".join(f"{name} {100 * math.expm1(spread[k]):.1f}%" for k, name in QUANTITIES)
-        moved = [c for c in ids if any(change(pl[c], k) is not None and abs(math.log1p(change(pl[c], k))) > spread[k]
-                                       for k in ("compiled", "speedup"))]
+        moved = [c for c in ids if c in sent]
         planted = sorted(change(pl[c], "compiled") for c in ids)
         out.append(f"{cls}: {len(ids)} cells; the A/A's largest change: {text}; the planted compiled step "
                    f"{pct(planted[0])} to {pct(planted[-1])} (median {pct(planted[len(planted) // 2])}); "
@@ -99,7 +100,7 @@ def confirm_table(loaded, a, b, p) -> list[str]:
         calls = []
         for q, by in pe.ests.items():
             called = [f"{pe.labels[cid]} {est.pct(e.point)}" for cid, e in by.items() if e.called]
-            judged = [cid for cid, e in by.items() if cid in pe.callable_ids and e.call not in ("-",)]
+            judged = [cid for cid, e in by.items() if cid in pe.callable_ids and e.call != "-"]
             if judged:
                 calls.append(f"{q}: {len(called)} called of {len(judged)}" + (f" ({'; '.join(called)})" if called else ""))
         said, lines = gate_verdict(pe)

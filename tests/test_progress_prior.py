@@ -306,10 +306,10 @@ def test_a_model_whose_cells_compare_apart_from_the_rest_is_scaled_by_its_own():
 
 
 def test_each_earlier_run_is_scaled_by_its_own_cells_where_it_shares_one_with_this_run():
-    """The smoke preset's GPT training cells are in one run of 2026-11-30 only, whose MLP cells took
-    1.35x today's while the newer runs' took today's: read through one scale for all, the GPT's
-    training came out 1.5-1.7x high (benchmarks/eta_under_load.sh, q1). Each earlier run that shares a
-    finished cell is scaled by its own ratio."""
+    """The smoke preset's GPT training cells are in one run of 2026-11-30 only, slower then than the
+    newer runs: read through one scale for all, the GPT's training came out 1.5-1.9x high
+    (benchmarks/eta_under_load.sh, q1). Each earlier run that shares a finished cell is scaled by its
+    own ratio (here an old run at 23/17 of this run's pace)."""
     rows = [{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 23.0, "run": "old"},
             {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 120.0, "run": "old"}]
     rows += [{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 17.0, "run": f"new{i}"}

@@ -143,9 +143,9 @@ class Progress:
         another version of a model's code: scale them by how this run's finished cells compare with the
         most alike cells there (the same cell, else the same model and phase, else the same mode;
         geometric mean of the ratios); each earlier run that shares a finished cell by its own ratios
-        (the smoke preset's GPT training cells are in one run of 2026-11-30 only, whose cells took
-        1.3-1.7x today's while the other runs' took today's: one scale for all read the GPT's training
-        1.5-1.7x high); and, for a model this run has timed whose cells compare apart from the rest (by
+        (the smoke preset's GPT training cells are in one run of 2026-11-30 only, whose MLP cells took
+        1.1x today's and GPT cells 1.6-2.0x, while the other runs' took today's: one scale for all read
+        the GPT's training 1.5-1.9x high); and, for a model this run has timed whose cells compare apart from the rest (by
         more than MODEL_APART), by its own cells' ratios. Returns (the scale, {model: its scale},
         {run: its scale})."""
         both, by_model, by_run = [], {}, {}
@@ -190,8 +190,7 @@ class Progress:
         order = [(lv, src) for lv in levels[:3] for src in ("seen",)] + \
                 [(lv, "prior") for lv in levels[1:3]] + [("phase", "seen"), ("phase", "prior")] + \
                 [(levels[3], src) for src in ("seen", "prior")]
-        apart = scale != scales[0]  # the model's own scale stands for every run's
-        runs = {} if apart or len(scales) < 3 else scales[2]
+        runs = {} if scale != scales[0] else scales[2]  # a model apart: its own scale stands for every run's
         for lv, src in order:
             got, f, own = (self.seen, 1.0, True) if src == "seen" else (self.prior, scale, False)
             if lv == "phase":  # the model timed in the other phase only
