@@ -131,7 +131,7 @@ def test_the_suite_table_counts_launch_bound_cells():
              "model": "timm:x", "cell_id": str(i)} for i, lb in enumerate((True, True, False))]
     f = figures(rows)
     assert f["launch_bound"] == 2
-    assert launch_bound_text(f) == "2 of 3: a change under 41% cannot be resolved there"
+    assert launch_bound_text(f) == "2 of 3: a change under 84% cannot be resolved there"
     assert launch_bound_text(figures([{**r, "device": "cpu"} for r in rows])) == "-"
     # the enqueue rule sees none, but the kernel profile's device time fills 60% of the compiled step: host-paced
     prof = json.dumps({"compiled": {"device": "cuda", "steps": 5, "us_per_step": 600.0, "kinds": {"triton": 600.0},
@@ -178,29 +178,31 @@ def test_the_h200_pair_shows_the_attention_mask_path_and_nothing_else_in_bert():
 
 
 @pytest.mark.evidence
-def test_the_h200_screen_aa_bounds_what_a_launch_bound_side_can_resolve():
-    """wh-a against wh-b: the same torch twice, interleaved, one process a cell. GPU-bound sides move at
-    most 2.0% (the median step, B over A); host-paced sides (in either run: suites.host_paced) up to
-    stats.LAUNCH_BOUND_AA (41%), the figure the suite table quotes."""
+@pytest.mark.parametrize("a, b, widest", [("wh-a", "wh-b", 0.40), ("rs-h100-a", "rs-h100-b", 0.83)])
+def test_a_gpu_screen_aa_bounds_what_a_launch_bound_side_can_resolve(a, b, widest):
+    """The same torch twice, interleaved, one process a cell (wh-a/wh-b on an H200, rs-h100-a/-b on an
+    H100). GPU-bound sides move at most 2.0% (the median step, B over A); host-paced sides (in either
+    run: suites.host_paced) up to stats.LAUNCH_BOUND_AA (84%), the figure the suite table quotes, which
+    the widest of them sets (GPT-2 bs8's compiled step on the H100)."""
     from analysis.data.load import discover_runs, load
     from analysis.run_report.context import prepare
     from analysis.stats import core as stats
     from conftest import ROOT
 
-    loaded = load([r for r in discover_runs(ROOT / "data" / "examples") if r.run_id in ("wh-a", "wh-b")])
+    loaded = load([r for r in discover_runs(ROOT / "data" / "examples") if r.run_id in (a, b)])
     prepare(loaded)
     from analysis.run_report.suites import host_paced
 
     rows = {}
-    for run in ("wh-a", "wh-b"):
+    for run in (a, b):
         cur = loaded.con.execute("SELECT * FROM stats WHERE run_id = ? AND status = 'ok'", [run])
         names = [d[0] for d in cur.description]
         rows[run] = {r["cell_id"]: r for r in (dict(zip(names, x)) for x in cur.fetchall())}
     moves = {True: [], False: []}
-    for cid, a in rows["wh-a"].items():
-        b = rows["wh-b"].get(cid)
-        for side in ("eager", "compiled") if b else ():
-            bound = host_paced(a, side) or host_paced(b, side)
-            moves[bound].append(abs(b[f"{side}_median_ms"] / a[f"{side}_median_ms"] - 1))
+    for cid, ra in rows[a].items():
+        rb = rows[b].get(cid)
+        for side in ("eager", "compiled") if rb else ():
+            bound = host_paced(ra, side) or host_paced(rb, side)
+            moves[bound].append(abs(rb[f"{side}_median_ms"] / ra[f"{side}_median_ms"] - 1))
     assert len(moves[False]) >= 6 and max(moves[False]) <= 0.021
-    assert 0.3 < max(moves[True]) <= stats.LAUNCH_BOUND_AA
+    assert widest < max(moves[True]) <= stats.LAUNCH_BOUND_AA

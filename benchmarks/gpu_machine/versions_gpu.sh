@@ -25,7 +25,8 @@
 #                                                        step slowed by 5%), interleaved, the preset's screening protocol;
 #                                                        once screened, the N (default 1) planted cells that moved most
 #                                                        beyond their class's A/A spread (make confirm AA=RUN-a:RUN-b)
-#                                                        again under the three with 3 processes, into RUNc-a/-b/-p5
+#                                                        again under the three with 3 processes, into RUNc-a/-b/-p5;
+#                                                        RETRY=1 in the environment measures failed cells again
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -56,7 +57,8 @@ pack() {
   tar czf "$OUT/.runs.tgz.part" --exclude='.*.tmp' data/runs 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
 }
 if [ -n "${OUT:-}" ]; then
-  ( while sleep 30; do pack; done ) &
+  ( while sleep 30; do pack; done ) </dev/null >/dev/null 2>&1 &  # holds no pipe of the caller's open: a command
+  # piped into tee ends when the stage does, not when the packer's last sleep of up to 30 s does
   packer=$!
   trap 'kill $packer 2>/dev/null; wait $packer 2>/dev/null; pack' EXIT
 else
@@ -96,7 +98,7 @@ case $stage in
   resolve)
     run=$1 secs=$2 confirm=${3:-1} end=$((SECONDS + $2))
     preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
-    three() { make collect PYTHON=python3 PRESET="$1" RUN="$2" STOP_AFTER="$3" PLANT_SLOWDOWN=5 PLANT_ON=p5 \
+    three() { make collect PYTHON=python3 PRESET="$1" RUN="$2" STOP_AFTER="$3" PLANT_SLOWDOWN=5 PLANT_ON=p5 RETRY="${RETRY:-}" \
                 PYTHONS="a=python3 b=python3 p5=python3"; }
     three "$preset" "$run" "$secs"
     want=$(python3 -m collector --preset "$preset" --dry-run --out /tmp/dry --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
