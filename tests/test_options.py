@@ -199,3 +199,17 @@ def test_an_installed_collector_writes_runs_under_the_current_folder(monkeypatch
     monkeypatch.setattr(cm, "PROJECT_ROOT", tmp_path / "site-packages")
     monkeypatch.chdir(tmp_path)
     assert cm.parse_args([]).out == str(tmp_path / "data" / "runs")
+
+
+HELP_COMMANDS = [["-m", "analysis"], ["-m", "analysis", "confirm"], ["-m", "analysis", "gate"], ["-m", "collector"],
+                 ["-m", "collector", "shard"], ["-m", "collector", "merge"]]
+
+
+def test_every_command_line_prints_its_help():
+    """`--help` of every command and benchmark script exits 0 with its usage: argparse formats each help
+    text with %, so a literal '%' in one ('default 10%)') broke `python -m analysis confirm --help`."""
+    scripts = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if "argparse" in p.read_text())
+    assert len(scripts) >= 10
+    for args in HELP_COMMANDS + [[str(p.relative_to(ROOT))] for p in scripts]:
+        got = subprocess.run([sys.executable, *args, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0 and "usage:" in got.stdout, (args, got.stderr[-300:])

@@ -184,7 +184,7 @@ def parse_args(argv: list[str]):
     p.add_argument("--data", action="append", help="folder holding run folders (repeatable; default: data/)")
     p.add_argument("--baseline", required=True)
     p.add_argument("--candidate", required=True)
-    p.add_argument("--threshold", help=f"confirm cells that moved by more than this (default {DEFAULT_THRESHOLD:.0%})")
+    p.add_argument("--threshold", help=f"confirm cells that moved by more than this (default {DEFAULT_THRESHOLD:.0%}%)")
     p.add_argument("--aa", metavar="X:Y", help="an A/A pair of screens: the threshold is its largest change")
     p.add_argument("--processes", type=int, default=3)
     p.add_argument("--run", help="the confirmation's run id (runs <id>-A and <id>-B; default <baseline>-confirm)")
