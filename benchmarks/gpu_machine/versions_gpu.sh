@@ -27,6 +27,13 @@
 #                                                        beyond their class's A/A spread (make confirm AA=RUN-a:RUN-b)
 #                                                        again under the three with 3 processes, into RUNc-a/-b/-p5;
 #                                                        RETRY=1 in the environment measures failed cells again
+#   bash benchmarks/gpu_machine/versions_gpu.sh suites RUN SECONDS [N]   the suites' release pass: PRESET (default suites)
+#                                                        under OLD (default python3) and NEW (default /tmp/torch-2.14.1/bin/python),
+#                                                        interleaved, into RUN-torch<version>; once both hold every cell
+#                                                        (CELLS= narrows the matrix), the N (default 12) cells that moved most
+#                                                        (make confirm; AA=X:Y in the environment judges each by its class's
+#                                                        A/A spread) again under both with 3 processes, into RUNc-torch<version>;
+#                                                        PROCESSES=1 is the screen's if the preset says otherwise
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -65,6 +72,31 @@ else
   trap pack EXIT
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+label() {  # the collector's own label of an interpreter: torch<version>, '+' as '-'
+  "$1" -c 'import re, torch; print(re.sub(r"[^A-Za-z0-9._-]+", "-", "torch" + torch.__version__))'
+}
+# screen_confirm RUN SECONDS N BASE CAND AA LABEL=PY...: PRESET's cells under every LABEL=PY, interleaved,
+# into RUN-LABEL (make collect; PLANT_*, RETRY, CELLS from the environment); once every run holds every
+# cell, `make confirm` of BASE against CAND (with AA=X:Y, each cell judged by its class's A/A spread)
+# writes data/runs/RUNc.toml with the N cells that moved most, and those are collected under the same
+# interpreters with the preset's 3 processes into RUNc-LABEL, in the time left; the same call resumes
+screen_confirm() {
+  local run=$1 secs=$2 n=$3 base=$4 cand=$5 aa=$6 end=$((SECONDS + $2)) want have left side; shift 6
+  local pys="$*"
+  make collect PYTHON=python3 PRESET="$PRESET" RUN="$run" STOP_AFTER="$secs" RETRY="${RETRY:-}" PYTHONS="$pys" || return
+  want=$(CELLS="${CELLS:-}" python3 -m collector --preset "$PRESET" ${CELLS:+--cells "$CELLS"} --dry-run --out /tmp/dry \
+    --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
+  for side in "$@"; do
+    have=$(ls data/runs/$run-${side%%=*}/cells/*.parquet 2>/dev/null | wc -l)
+    [ "$have" -ge "$want" ] || { echo "screen $run-${side%%=*}: $have of $want cells; the confirmation waits"; return 0; }
+  done
+  left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; return 0; }
+  [ -f data/runs/${run}c.toml ] || python3 -m analysis confirm --data data --baseline "$base" --candidate "$cand" \
+    ${aa:+--aa "$aa"} --max-cells "$n" --run ${run}c --out data/runs --write-only || return
+  [ -f data/runs/${run}c.toml ] || { echo "the screen: nothing moved beyond its threshold; no confirmation"; return 0; }
+  make collect PYTHON=python3 PRESET=data/runs/${run}c.toml RUN=${run}c STOP_AFTER="$left" RETRY="${RETRY:-}" PYTHONS="$pys" \
+    PROCESSES=  # the preset's 3, whatever the screen took
+}
 case $stage in
   wheels)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/site/*.whl \
@@ -96,20 +128,14 @@ case $stage in
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" \
       PYTHONS="direct=python3 venv=$venv/bin/python venvp5=$venv/bin/python" PLANT_SLOWDOWN=5 PLANT_ON=venvp5 ;;
   resolve)
-    run=$1 secs=$2 confirm=${3:-1} end=$((SECONDS + $2))
-    preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
-    three() { make collect PYTHON=python3 PRESET="$1" RUN="$2" STOP_AFTER="$3" PLANT_SLOWDOWN=5 PLANT_ON=p5 RETRY="${RETRY:-}" \
-                PYTHONS="a=python3 b=python3 p5=python3"; }
-    three "$preset" "$run" "$secs"
-    want=$(python3 -m collector --preset "$preset" --dry-run --out /tmp/dry --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
-    for side in a b p5; do
-      have=$(ls data/runs/$run-$side/cells/*.parquet 2>/dev/null | wc -l)
-      [ "$have" -ge "$want" ] || { echo "screen $run-$side: $have of $want cells; the confirmation waits"; exit 0; }
-    done
-    left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; exit 0; }
-    [ -f data/runs/${run}c.toml ] || python3 -m analysis confirm --data data --baseline $run-a --candidate $run-p5 \
-      --aa $run-a:$run-b --max-cells "$confirm" --run ${run}c --out data/runs --write-only || exit
-    three data/runs/${run}c.toml ${run}c "$left" ;;
+    run=$1 secs=$2
+    PRESET=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml} PLANT_SLOWDOWN=5 PLANT_ON=p5 \
+      screen_confirm "$run" "$secs" "${3:-1}" "$run-a" "$run-p5" "$run-a:$run-b" a=python3 b=python3 p5=python3 ;;
+  suites)
+    run=$1 secs=$2 old=${OLD:-python3} new=${NEW:-/tmp/torch-2.14.1/bin/python}
+    lo=$(label "$old") && ln=$(label "$new") || exit 2
+    [ "$lo" != "$ln" ] || ln=$ln-2
+    PRESET=${PRESET:-suites} screen_confirm "$run" "$secs" "${3:-12}" "$run-$lo" "$run-$ln" "${AA:-}" "$lo=$old" "$ln=$new" ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -129,7 +155,8 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N]" \
+       "| aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
 esac
