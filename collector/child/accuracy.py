@@ -56,7 +56,7 @@ def _check_accuracy(job, cuda, ref64, ref_out_eager, ref_grads, got_out, got_gra
     key = cell.dtype + ("+tf32" if proto.tf32 and cell.dtype == "float32" and cuda else "")
     tol = TOLERANCE[key]
     result["tolerance"] = tol
-    dev = "cuda" if cuda else None  # the captures are in host memory; a GPU cell sums on its GPU
+    dev = job.device if cuda else None  # the captures are in host memory; a GPU cell sums on its GPU
     if ref64 is not None:
         ref_out, ref_grads_cmp = ref64
         result["eager_output_rel_err"] = rel_l2(ref_out_eager, ref_out, dev)

@@ -312,7 +312,7 @@ def _timing(run: CellRun) -> None:
         tel = monitor.stop()
         result.update(gpu_util_pct=tel.gpu_util_pct, gpu_power_w=tel.gpu_power_w,
                       sm_clock_mhz=tel.sm_clock_mhz, gpu_temp_c=tel.gpu_temp_c)
-    if run.cold and monitor is not None and monitor.energy_j() is not None:
+    if run.cold and proto.energy_windows and monitor is not None and monitor.energy_j() is not None:
         for side, step in sides_list:  # the energy counter is read directly, before and after
             _energy_window(side, step, statistics.median(samples[side]["step"]), clock, monitor, result)
     for side, rec in samples.items():

@@ -70,6 +70,10 @@ SETTINGS = (
     Setting("kernel_profile", bool, False, must_match=False, cli="--kernel-profile", make="PROFILE",
             help="after timing, in the cold process, profile each side's steps (torch.profiler) and record "
                  "its kernels by kind and name, per step (default 0)"),
+    Setting("energy_windows", bool, True, must_match=False, cli="--energy-windows", make="ENERGY",
+            help="after timing, in the cold process on a GPU, run each side back to back for 1 s between two "
+                 "readings of the GPU's energy counter (*_energy_j; 2.1 s of an H100 screen cell's 26.4 s). "
+                 "The suite presets screen without it (default 1)"),
     Setting("graph_capture", bool, True, must_match=False, cli="--graph-capture", make="GRAPH_CAPTURE", before=False,
             help="last in the cold process, trace the model's forward again with Dynamo and a backend that only "
                  "records, and keep the captured graph's ops (graph_ops_json: the comparison's 'same captured "
