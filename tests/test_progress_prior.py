@@ -320,4 +320,5 @@ def test_each_earlier_run_is_scaled_by_its_own_cells_where_it_shares_one_with_th
     p.done({"status": "ok"}, 17.0, k=1)
     scales = p._scale()
     assert scales[2]["old"] == pytest.approx(17.0 / 23.0) and scales[2]["new0"] == pytest.approx(1.0)
-    assert p.estimate_left(2) == pytest.approx(120.0 * 17.0 / 23.0)  # one scale for all: 120 x 17/18.2
+    # its own run's 17/23, where one scale for all would read 120 x 17/18.2 (the mean of every run's MLP cell)
+    assert p.estimate_left(2) == pytest.approx(120.0 * 17.0 / 23.0)

@@ -84,7 +84,7 @@ screen_confirm() {
   local run=$1 secs=$2 n=$3 base=$4 cand=$5 aa=$6 end=$((SECONDS + $2)) want have left side; shift 6
   local pys="$*"
   make collect PYTHON=python3 PRESET="$PRESET" RUN="$run" STOP_AFTER="$secs" RETRY="${RETRY:-}" PYTHONS="$pys" || return
-  want=$(CELLS="${CELLS:-}" python3 -m collector --preset "$PRESET" ${CELLS:+--cells "$CELLS"} --dry-run --out /tmp/dry \
+  want=$(python3 -m collector --preset "$PRESET" ${CELLS:+--cells "$CELLS"} --dry-run --out /tmp/dry \
     --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
   for side in "$@"; do
     have=$(ls data/runs/$run-${side%%=*}/cells/*.parquet 2>/dev/null | wc -l)

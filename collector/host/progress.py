@@ -186,11 +186,12 @@ class Progress:
         within 2%); earlier runs' cells of the model come before this run's other models."""
         levels = _levels(key)
         own_scale = scales[1].get(key[1], scales[0])  # the model's own, where it departs from the rest
-        scale = own_scale if abs(math.log(own_scale / scales[0])) > math.log(MODEL_APART) else scales[0]
+        apart = abs(math.log(own_scale / scales[0])) > math.log(MODEL_APART)
+        scale = own_scale if apart else scales[0]
         order = [(lv, src) for lv in levels[:3] for src in ("seen",)] + \
                 [(lv, "prior") for lv in levels[1:3]] + [("phase", "seen"), ("phase", "prior")] + \
                 [(levels[3], src) for src in ("seen", "prior")]
-        runs = {} if scale != scales[0] else scales[2]  # a model apart: its own scale stands for every run's
+        runs = {} if apart else scales[2]  # a model apart: its own scale stands for every run's
         for lv, src in order:
             got, f, own = (self.seen, 1.0, True) if src == "seen" else (self.prior, scale, False)
             if lv == "phase":  # the model timed in the other phase only
