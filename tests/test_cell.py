@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import statistics
+import time
 
 import pytest
 import torch
@@ -485,3 +486,29 @@ print(len(before), done, hygiene._descendants(os.getpid()), torch.compile(lambda
     n, rest = last.split(" ", 1)
     assert int(n) >= 1, out.stderr[-2000:]
     assert rest.startswith("['compile-workers-killed'] [] [1.84"), last
+
+
+def test_a_cell_process_counts_its_own_cpu_seconds_and_its_descendants():
+    """process_cpu_s: the cell process's own CPU seconds, its ended children's it waited for, and its
+    live descendants' (Inductor's compile workers may still run when it reports)."""
+    import subprocess
+    import sys as _sys
+
+    from collector.child.cpu import cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+    before = cpu_seconds()
+    subprocess.run([_sys.executable, "-c", burn], check=True)  # ended and waited for
+    ended = cpu_seconds()
+    assert ended - before > 0.5
+    # a live grandchild that burnt 0.6 s, then sleeps
+    live = subprocess.Popen([_sys.executable, "-c", "import subprocess, sys\n"
+                             "subprocess.run([sys.executable, '-c', " + repr(burn + "time.sleep(5)\n") + "])"])
+    try:
+        deadline = time.monotonic() + 20
+        while cpu_seconds() - ended < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert cpu_seconds() - ended > 0.5
+    finally:
+        live.kill()
+        live.wait()

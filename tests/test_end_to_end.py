@@ -1,6 +1,7 @@
 """The real path on the CPU: collector subprocesses with real inductor compilation -> Parquet
 -> DuckDB -> HTML and Markdown, checked against the numbers in the Parquet rows."""
 import statistics
+import os
 import subprocess
 import sys
 
@@ -27,6 +28,9 @@ def test_collect_then_report_on_cpu(tmp_path):
         assert r["timing_method"] == "perf_counter" and r["device"] == "cpu"
         # the cold process and a replicate on its warm cache, each 4 blocks with one layout
         assert r["processes"] == 2 and len(r["process_wall_s"]) == 2 and r["process_errors"] is None
+        # each process's CPU seconds: it compiled and ran (> 0.5 s), and no more than every CPU all along
+        assert len(r["process_cpu_s"]) == 2
+        assert all(0.5 < c <= w * (os.cpu_count() or 1) for c, w in zip(r["process_cpu_s"], r["process_wall_s"]))
         assert len(r["eager_step_ms"]) == len(r["compiled_step_ms"]) == 2 * 4 * r["steps_per_block"]
         assert r["replicate_cache"] == "warm" and r["process_first_call_compiled_s"][1] == r["warm_first_call_compiled_s"]
         assert r["hygiene"] in ("compile-workers-shutdown,telemetry-between-blocks",

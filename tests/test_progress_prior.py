@@ -322,3 +322,68 @@ def test_each_earlier_run_is_scaled_by_its_own_cells_where_it_shares_one_with_th
     assert scales[2]["old"] == pytest.approx(17.0 / 23.0) and scales[2]["new0"] == pytest.approx(1.0)
     # its own run's 17/23, where one scale for all would read 120 x 17/18.2 (the mean of every run's MLP cell)
     assert p.estimate_left(2) == pytest.approx(120.0 * 17.0 / 23.0)
+
+
+def test_a_cell_slows_on_a_crowded_host_by_the_share_of_the_cpus_it_keeps_busy():
+    """Beside two busy processes on 2 cores (crowding 1.71) the smoke MLP's inference (1.2 threads busy
+    when quiet) slowed 1.04-1.42x and the one-layer GPT's training (1.8 threads) 3.1-3.3x: a crowded
+    host slows most the cells that keep most CPUs busy (docs/estimate.md)."""
+    from collector.host.hostload import LOAD_EXPONENT, busy_threads, slowdown
+
+    assert slowdown(0.7, 1.8, cpus=2) == slowdown(1.0, 1.8, cpus=2) == 1.0  # no CPU oversubscribed
+    assert slowdown(2.0, None, cpus=2) == 2.0  # not known: a process's share of a CPU
+    assert slowdown(2.0, 1.0, cpus=2) == 1.0 and slowdown(2.0, 0.5, cpus=2) == 1.0
+    assert slowdown(2.0, 2.0, cpus=2) == slowdown(2.0, 9.0, cpus=2) == pytest.approx(2.0 ** LOAD_EXPONENT)
+    assert 1.1 < slowdown(1.71, 1.17, cpus=2) < 1.5 and 2.8 < slowdown(1.71, 1.77, cpus=2) < 3.6
+    assert slowdown(1.71, 1.77, cpus=16) < 1.1  # 1.8 threads of 16 CPUs
+    assert busy_threads({"process_cpu_s": [20.0, 10.0, None], "process_wall_s": [14.0, 6.0, 6.0]}) == 1.5
+    assert busy_threads({"process_wall_s": [14.0]}) is None  # a row before schema v12
+
+
+# the smoke preset on the 2-core machine, quiet then beside two busy processes (2026-12-05: each cell's
+# processes' wall seconds, quiet and loaded, and the threads it kept busy quiet), in the preset's order
+SMOKE = [(("mlp", "infer", "default"), 21.2, 30.2, 1.17), (("mlp", "infer", "reduce-overhead"), 15.6, 16.3, 1.22),
+         (("mlp", "train", "default"), 17.7, 46.4, 1.29), (("mlp", "train", "reduce-overhead"), 16.5, 43.5, 1.29),
+         (("gpt", "infer", "default"), 26.5, 64.3, 1.55), (("gpt", "infer", "reduce-overhead"), 27.0, 64.0, 1.54),
+         (("gpt", "train", "default"), 58.7, 190.3, 1.77), (("gpt", "train", "reduce-overhead"), 62.3, 205.4, 1.77)]
+
+
+def test_under_load_the_estimate_stretches_each_cell_by_the_threads_it_keeps_busy():
+    """The loaded run of benchmarks/eta_under_load.sh, replayed from its measured cells: at the second
+    cell the one cell done (the MLP's inference, 1.42x its quiet time) was carried to all seven left, and
+    the estimate was 2x low (0.42-0.50) since the GPT's cells slow 2.4-3.3x. Stretched each by its own
+    busy threads, it is within 1.5x from the second cell on; a quiet run after it reads the loaded run's
+    cells as quiet ones (within 1.5x too)."""
+    quiet = prior_times([{"model": m, "phase": ph, "mode": mo, "cell_wall_s": q, "process_cpu_s": [u * q],
+                          "process_wall_s": [q], "run": "q1"} for (m, ph, mo), q, _, u in SMOKE])
+    plan = [(0,) + key for key, *_ in SMOKE]
+    p = Progress(8, out=io.StringIO(), plan=plan, prior=quiet, load=lambda: 1.71, cpus=2)
+    for k, (key, _, loaded, _) in enumerate(SMOKE, 1):
+        left = sum(x[2] for x in SMOKE[k - 1:])
+        if k > 1:
+            assert 1 / 1.5 < p.estimate_left(k) / left < 1.5, k
+        p.done({"status": "ok"}, loaded, k=k)
+
+    # a quiet run after both, reading them (the loaded one's session: host_crowding 1.71)
+    from collector.host.hostload import uncrowd
+
+    def rows(busy):
+        cpu = (lambda u, secs: {"process_cpu_s": [u * secs], "process_wall_s": [secs]}) if busy else (lambda u, secs: {})
+        return ([{"model": m, "phase": ph, "mode": mo, "cell_wall_s": lo, "crowd": 1.71, "run": "l2",
+                  **cpu(0.96, lo)} for (m, ph, mo), _, lo, _ in SMOKE] +
+                [{"model": m, "phase": ph, "mode": mo, "cell_wall_s": q, "run": "q1", **cpu(u, q)}
+                 for (m, ph, mo), q, _, u in SMOKE])
+
+    def worst(busy):
+        p = Progress(8, out=io.StringIO(), plan=plan, prior=prior_times(uncrowd(rows(busy), cpus=2)),
+                     load=lambda: 0.5, cpus=2)
+        got = []
+        for k, (key, q, _, _) in enumerate(SMOKE, 1):
+            if k > 1:
+                est = p.estimate_left(k) / sum(x[1] for x in SMOKE[k - 1:])
+                got.append(max(est, 1 / est))
+            p.done({"status": "ok"}, q, k=k)
+        return max(got)
+
+    assert worst(True) < 1.5
+    assert worst(False) > 1.5  # the loaded run divided by its crowding alone

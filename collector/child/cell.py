@@ -19,6 +19,7 @@ from pathlib import Path
 
 from collector.child import childlog
 from collector.child.childlog import _partial, log
+from collector.child.cpu import cpu_seconds
 # the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
 from collector.models import ModelBuildError
 from collector.models.base import ModelSkipped
@@ -104,6 +105,7 @@ def main(argv: list[str]) -> None:
     _apply_memory_limit()
     result = run_cell(json.loads(spec_path.read_text()), out_path.with_name(PARTIAL_NAME))
     _partial.clear()
+    result["process_cpu_s"] = [cpu_seconds()]  # the host lists each process's (cell_measure._Jobs)
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result.to_json()))
     os.replace(tmp, out_path)

@@ -95,7 +95,7 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 @dataclass
 class _Jobs:
     """The processes of one cell: each run through the launcher with the cell's log and time limit,
-    its wall time kept (process_wall_s), a stop request checked before and after."""
+    its wall and CPU time kept (process_wall_s, process_cpu_s), a stop request checked before and after."""
     cell: Cell
     matrix: Matrix
     device: str
@@ -103,6 +103,7 @@ class _Jobs:
     clock: Callable[[], float]
     log_path: Path
     walls: list = field(default_factory=list)
+    cpus: list = field(default_factory=list)
 
     def run(self, cache: Path, **spec) -> CellResult:
         """One process: its job written as the JSON the child reads, its result read back typed."""
@@ -112,7 +113,10 @@ class _Jobs:
                                 self.matrix.protocol.timeout_s)
         self.walls.append(self.clock() - p0)
         check_interrupted()
-        return received(got)
+        result = received(got)
+        said = result.get("process_cpu_s") or [None]
+        self.cpus.append(said[0])
+        return result
 
 
 def received(got: dict) -> CellResult:
@@ -213,6 +217,7 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         if portable_wanted and compiled_ok and portable.exists():
             _portable(jobs, result, portable)
         result["process_wall_s"] = jobs.walls
+        result["process_cpu_s"] = jobs.cpus if any(c is not None for c in jobs.cpus) else None
         if errors:
             result["process_errors"] = "; ".join(errors)
     finally:

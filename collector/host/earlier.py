@@ -15,13 +15,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.host.progress import as_cold, mark_crowding, mark_startups, prior_times
+from collector.host.hostload import mark_crowding, uncrowd
+from collector.host.progress import as_cold, mark_startups, prior_times
 
 EARLIER_RUNS = 20  # the most recent runs an estimate reads
 MOST_EARLIER_RUNS = 100  # and at most this many while a model and phase of the run is in none of them
 PUBLISHED = Path(__file__).resolve().parents[2] / "data" / "examples"  # this checkout's published runs
 COLUMNS = ("model", "phase", "mode", "cell_wall_s", "started_at", "first_call_compiled_s",
-           "warm_first_call_compiled_s")
+           "warm_first_call_compiled_s", "process_cpu_s", "process_wall_s")
 
 
 @dataclass(frozen=True)
@@ -102,4 +103,4 @@ def earlier_times(out_dir: Path, targets: list) -> dict:
             rows += mark_crowding(mark_startups(got, run.sessions), run.sessions)
         except (AttributeError, TypeError):
             rows += got
-    return prior_times(rows)
+    return prior_times(uncrowd(rows))

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Callable, TextIO
 
+from collector.host.hostload import busy_threads, crowding, host_load, slowdown
 from collector.record.contract import DISAGREE, process_medians
 
 
@@ -73,28 +74,16 @@ def _levels(key: tuple) -> list[tuple]:
     return [("exact", ti, model, phase, mode), ("cell", model, phase, mode), ("model", model, phase), ("mode", mode)]
 
 
-def host_load() -> float | None:
-    """The host's run queue per CPU over the last minute (os.getloadavg), or None where it cannot say."""
-    try:
-        return os.getloadavg()[0] / (os.cpu_count() or 1)
-    except (OSError, AttributeError):
-        return None
-
-
-def crowding(load: float | None) -> float:
-    """How much slower a CPU-bound process runs at `load` (run queue per CPU): 1 until every CPU is
-    busy, then the share of a CPU it gets shrinks as load / 1."""
-    return max(1.0, load) if load else 1.0
-
-
 class Timed(float):
     """An earlier cell's seconds, with the earlier run it came from (`run`: None where unknown), so
-    that each earlier run is scaled by how its own cells compare with this run's (Progress._scale)."""
+    that each earlier run is scaled by how its own cells compare with this run's (Progress._scale), and
+    the threads it kept busy where its host was uncrowded (`busy`: None where not known or crowded)."""
     run: object = None
+    busy: float | None = None
 
-    def __new__(cls, secs: float, run=None):
+    def __new__(cls, secs: float, run=None, busy: float | None = None):
         x = super().__new__(cls, secs)
-        x.run = run
+        x.run, x.busy = run, busy
         return x
 
 
@@ -108,24 +97,30 @@ class Progress:
     With `plan` (per queue position: (interpreter, model, phase, mode)), each cell still to run is
     estimated from the mean time of the finished cells most like it (_levels; a model timed in the
     other phase only: its time there times the other models' ratio between the phases), else from
-    the mean of all; without it, every cell counts the mean of all. Then the host's load now against
-    its load when the latest PACE_CELLS cells ended (`load`: run queue per CPU, host_load; `crowding`):
-    a host that got busier since stretches what is left. (A pace from the latest cells' times against
+    the mean of all; without it, every cell counts the mean of all. Every time is read as on an
+    uncrowded host (each finished cell's divided by its slowdown at the crowding as it ended: `load`,
+    run queue per CPU, host_load; `crowding`), then each queued cell's stretched by its slowdown at the
+    load now, by the threads a cell like it kept busy (slowdown): a host that got busier stretches most
+    the cells that keep most CPUs busy. Without a plan, the load now against the load when the latest
+    PACE_CELLS cells ended stretches what is left. (A pace from the latest cells' times against
     their estimates was tried and left out: on the committed H200 queues it moved the worst replayed
     estimate from 1.39x to 2.32x, one slow cell read as a trend.)"""
 
     def __init__(self, total: int, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic,
                  workers: int = 1, plan: list[tuple] | None = None, prior: dict | None = None,
-                 load: Callable[[], float | None] = host_load):
+                 load: Callable[[], float | None] = host_load, cpus: int | None = None):
         self.total, self.out, self.clock, self.workers = total, out, clock, max(1, workers)
-        self.load = load
+        self.load, self.cpus = load, cpus or os.cpu_count() or 1
         self.crowds: list[float] = []  # crowding(load) as each cell ended
+        # the threads this run's cells kept busy where the host was uncrowded, by _levels key
+        self.busy: dict[tuple, list[float]] = {}
         self.basis = ""  # what the last estimate rests on, in words
         # earlier runs' cell times on this kind of machine (prior_times), by _levels key without the
         # interpreter: consulted after this run's own cells at each level, and alone before the first
         self.prior = {k: v for k, v in (prior or {}).items() if v}
         self.t0 = clock()
-        self.durations: list[float] = []
+        self.durations: list[float] = []  # each finished cell's seconds as measured
+        self.quiet: list[float] = []  # and as on an uncrowded host (slowdown)
         self.rows: list[dict] = []
         self.plan = plan
         self.seen: dict[tuple, list[float]] = {}
@@ -205,6 +200,18 @@ class Progress:
                 return (statistics.fmean(got[lv]) if own else self._prior_mean(got[lv], f, runs)), lv[0], own
         return mean, "all", False
 
+    def _busy(self, key: tuple) -> float | None:
+        """The threads the cell `key` keeps busy on an uncrowded host: this run's alike cells' (the same
+        cell, else the same model and phase), else earlier runs'; None where none says."""
+        for lv in _levels(key)[1:3]:
+            got = self.busy.get(lv) or [x.busy for x in self.prior.get(lv, ()) if getattr(x, "busy", None)]
+            if got:
+                return statistics.fmean(got)
+        return None
+
+    def _slowdown(self, crowd: float, key: tuple | None) -> float:
+        return slowdown(crowd, self._busy(key) if key else None, self.cpus)
+
     def crowding_seen(self) -> float | None:
         """The mean crowding of the host as this session's cells ended (None before any): run.json's
         session `host_crowding`, by which a later run reads these cells' times (mark_crowding)."""
@@ -225,34 +232,37 @@ class Progress:
         every_prior = [x for v in self.prior.values() for x in v] if self.prior else []
         if not self.durations and not (self.plan and every_prior):
             return None
-        mean = statistics.fmean(self.durations) if self.durations else statistics.fmean(every_prior)
-        pace = self.pace()
         n = len(self.durations)
         done = (f"the {n} cell{'s' if n > 1 else ''} done" if n else "")
         if not self.plan:
             self.basis = done
-            return pace * mean * (self.total - k + 1) / self.workers
+            return self.pace() * statistics.fmean(self.durations) * (self.total - k + 1) / self.workers
+        mean = statistics.fmean(self.quiet) if self.quiet else statistics.fmean(every_prior)
+        now, then = crowding(self.load()), statistics.fmean(self.crowds[-PACE_CELLS:] or [1.0])
         scales = self._scale()
         scale = scales[0]
-        total, self.guessed, used_prior = 0.0, 0, False
+        total, as_then, self.guessed, used_prior = 0.0, 0.0, 0, False
         for key, n in self._queued.items():
             if n > 0:
                 secs, level, own = self._one(key, mean, scales)
-                total += n * secs
+                total += n * secs * self._slowdown(now, key)
+                as_then += n * secs * self._slowdown(then, key)
                 used_prior |= not own and level != "all"
                 # no cell of this model timed in either phase, here or in an earlier run: a guess
                 self.guessed += n if level in ("mode", "all") else 0
-        if self.startups and self.plan:
+        if self.startups and self.plan:  # an interpreter's start: one process's share of a CPU
             waiting = {key[0] for key, n in self._queued.items() if n > 0} - set(self.startups)
-            total += len(waiting) * statistics.fmean(self.startups.values())
+            start = len(waiting) * statistics.fmean(self.startups.values())
+            total, as_then = total + start * crowding(now), as_then + start * crowding(then)
         words = [done] if done else []
         if used_prior and self.prior:
             words.append("earlier runs here" + (f" (x{scale:.2f}, as this run's cells compare)" if done and
                                                 abs(scale - 1) > 0.05 else ""))
+        pace = total / as_then if as_then else 1.0
         if abs(pace - 1) > 0.05:
             words.append(f"the host {'busier' if pace > 1 else 'quieter'} now than then: x{pace:.2f}")
         self.basis = "; ".join(words)
-        return pace * total / self.workers
+        return total / self.workers
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -275,15 +285,22 @@ class Progress:
         position (what it was like, for the estimate); `startup`: seconds of `seconds` that its
         interpreter pays once (its fork parent started in this cell), not counted as the cell's."""
         shown = seconds
+        crowd = crowding(self.load())
+        key = self.plan[k - 1] if self.plan and k is not None else None
         if startup and 0 < startup < seconds:
             seconds -= startup
-            if self.plan and k is not None:
-                self.startups[self.plan[k - 1][0]] = startup
+            if key:
+                self.startups[key[0]] = startup / crowd
+        busy = busy_threads(row)
+        if key and busy is not None and crowd <= 1:  # uncrowded: the threads it keeps busy
+            for lv in _levels(key)[1:3]:
+                self.busy.setdefault(lv, []).append(busy)
         self.durations.append(seconds)
-        self.crowds.append(crowding(self.load()))
-        if self.plan and k is not None:
-            for lv in _levels(self.plan[k - 1]):
-                self.seen.setdefault(lv, []).append(seconds)
+        self.crowds.append(crowd)
+        self.quiet.append(seconds / self._slowdown(crowd, key))
+        if key:
+            for lv in _levels(key):
+                self.seen.setdefault(lv, []).append(self.quiet[-1])
         self.rows.append(row)
         self._say(f"    -> {label + ': ' if label else ''}{outcome_line(row)}  [{fmt_duration(shown)}]")
 
@@ -321,26 +338,10 @@ def prior_times(rows: list[dict]) -> dict:
             continue
         start = r.get("startup_s") or 0.0
         secs = secs - start if 0 < start < secs else secs
+        busy = busy_threads(r) if (r.get("crowd") or 1.0) <= 1 else None
         for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
-            out.setdefault(lv, []).append(Timed(secs, r.get("run")))
+            out.setdefault(lv, []).append(Timed(secs, r.get("run"), busy))
     return out
-
-
-def mark_crowding(rows: list[dict], sessions: list[dict]) -> list[dict]:
-    """Earlier cells' wall times as they would take on an uncrowded host: each divided by the
-    `host_crowding` its session recorded (the mean crowding as its cells ended), matched by started_at
-    as mark_startups matches. A run collected beside two busy processes on 2 cores then no longer reads
-    as this machine's pace when the next run starts quiet (1.93x high at its first cell before), and
-    the live pace (Progress.pace) scales every prior time to the host's load now."""
-    for s in sessions or []:
-        crowd, lo, hi = s.get("host_crowding"), s.get("started_at"), s.get("finished_at") or "~"
-        if not crowd or crowd <= 1 or not lo:
-            continue
-        for i, r in enumerate(rows):
-            if r.get("started_at") and lo <= str(r["started_at"]) <= hi and r.get("cell_wall_s"):
-                rows[i] = {**r, "cell_wall_s": r["cell_wall_s"] / crowd,
-                           **({"startup_s": r["startup_s"] / crowd} if r.get("startup_s") else {})}
-    return rows
 
 
 def mark_startups(rows: list[dict], sessions: list[dict]) -> list[dict]:

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -42,10 +42,13 @@ V10 = ("planted_compile_ms",)
 # v11 what built the model and what the compile captured: the model packages' versions, the inputs'
 # settings, the captured graph's ops
 V11 = ("packages_json", "inputs_json", "graph_ops_json")
+# v12 each process's CPU seconds (the process and its descendants): how many threads a cell keeps busy,
+# by which the collector's time-left estimate reads how much it slows on a crowded host
+V12 = ("process_cpu_s",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
             **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10},
-            **{c: 11 for c in V11}}
+            **{c: 11 for c in V11}, **{c: 12 for c in V12}}
 STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -76,6 +79,9 @@ FIELDS = [
     # process replicates (v5): how many fresh processes timed this cell (older rows: 1), the wall
     # time of each process (s; cold first), and what failed in replicates that gave no samples
     ("processes", _i64), ("process_wall_s", _list), ("process_errors", _str),
+    # (v12) each process's CPU seconds, user and system, its own and its descendants' (compile workers),
+    # cold first as process_wall_s; null where a process did not say (a crash)
+    ("process_cpu_s", _list),
     # what was done to the host before timing (comma-separated), and the planted-slowdown test
     # option: extra work after each compiled step worth this % of its median (ms a step: delay)
     ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),

@@ -1,0 +1,89 @@
+"""How crowded the host is, and how much that slows a cell: the collector's time-left estimate reads
+every cell time as on an uncrowded host (earlier runs' by the crowding their sessions recorded, this
+run's by the crowding as each ended) and stretches each queued cell by its slowdown at the load now
+(collector/host/progress.py, docs/estimate.md)."""
+from __future__ import annotations
+
+import os
+import statistics
+
+
+def host_load() -> float | None:
+    """The host's run queue per CPU over the last minute (os.getloadavg), or None where it cannot say."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return None
+
+
+def crowding(load: float | None) -> float:
+    """How much slower a CPU-bound process runs at `load` (run queue per CPU): 1 until every CPU is
+    busy, then the share of a CPU it gets shrinks as load / 1."""
+    return max(1.0, load) if load else 1.0
+
+
+# how a cell's slowdown on a crowded host grows with the share of the host's CPUs it keeps busy (slowdown);
+# fitted on this project's 2-core machine, the smoke preset beside two busy processes: docs/estimate.md
+LOAD_EXPONENT = 2.8
+
+
+def busy_threads(row: dict) -> float | None:
+    """How many threads a cell kept busy: its processes' CPU seconds over their wall seconds
+    (process_cpu_s, process_wall_s); None where the row does not say (rows before schema v12)."""
+    pairs = [(c, w) for c, w in zip(row.get("process_cpu_s") or [], row.get("process_wall_s") or [])
+             if c is not None and w]
+    return sum(c for c, _ in pairs) / sum(w for _, w in pairs) if pairs else None
+
+
+def slowdown(crowd: float, busy: float | None, cpus: int | None = None) -> float:
+    """How much longer a cell takes on a host at `crowd` (crowding) than on an uncrowded one, by the
+    threads it keeps busy on an uncrowded host (`busy`, busy_threads; None: not known). A cell that keeps
+    one CPU busy lost little beside two busy processes on 2 cores (the smoke MLP's inference, 1.2
+    threads: 1.18x); one that keeps both busy lost far more than its share of the CPUs (the one-layer
+    GPT's training, 1.8 threads: 3.1-3.2x at crowding 1.7), since each of its parallel sections waits for
+    its slowest thread. So: crowd ** (LOAD_EXPONENT x the share of the other CPUs it keeps busy); where
+    `busy` is not known, `crowd` (a process's share of a CPU)."""
+    if crowd <= 1:
+        return 1.0
+    cpus = cpus or os.cpu_count() or 1
+    if busy is None or cpus < 2:
+        return crowd
+    return crowd ** (LOAD_EXPONENT * min(1.0, max(0.0, (busy - 1) / (cpus - 1))))
+
+
+def mark_crowding(rows: list[dict], sessions: list[dict]) -> list[dict]:
+    """Mark each earlier cell with the `host_crowding` its session recorded (the mean crowding as its
+    cells ended) as `crowd`, matched by started_at as mark_startups matches; `uncrowd` then reads it."""
+    for s in sessions or []:
+        crowd, lo, hi = s.get("host_crowding"), s.get("started_at"), s.get("finished_at") or "~"
+        if not crowd or crowd <= 1 or not lo:
+            continue
+        for i, r in enumerate(rows):
+            if r.get("started_at") and lo <= str(r["started_at"]) <= hi:
+                rows[i] = {**r, "crowd": crowd}
+    return rows
+
+
+def uncrowd(rows: list[dict], cpus: int | None = None) -> list[dict]:
+    """Earlier cells' wall times as they would take on an uncrowded host: each of a crowded session
+    (mark_crowding) divided by its slowdown there, by the threads the cell keeps busy uncrowded (the same
+    cell's in an uncrowded session of these rows, else the same model and phase's; else not known: its
+    crowding). A run collected beside two busy processes on 2 cores then no longer reads as this machine's
+    pace when the next run starts quiet (1.93x high at its first cell before), and the live estimate
+    stretches every earlier time to the host's load now."""
+    quiet: dict[tuple, list[float]] = {}
+    for r in rows:
+        busy = busy_threads(r)
+        if busy is not None and (r.get("crowd") or 1.0) <= 1:
+            for k in ((r.get("model"), r.get("phase"), r.get("mode")), (r.get("model"), r.get("phase"))):
+                quiet.setdefault(k, []).append(busy)
+    out = []
+    for r in rows:
+        crowd = r.get("crowd") or 1.0
+        if crowd > 1 and r.get("cell_wall_s"):
+            busy = next((statistics.fmean(quiet[k]) for k in ((r.get("model"), r.get("phase"), r.get("mode")),
+                                                              (r.get("model"), r.get("phase"))) if k in quiet), None)
+            r = {**r, "cell_wall_s": r["cell_wall_s"] / slowdown(crowd, busy, cpus),
+                 **({"startup_s": r["startup_s"] / crowd} if r.get("startup_s") else {})}
+        out.append(r)
+    return out
