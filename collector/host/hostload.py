@@ -22,9 +22,11 @@ def crowding(load: float | None) -> float:
     return max(1.0, load) if load else 1.0
 
 
-# how a cell's slowdown on a crowded host grows with the share of the host's CPUs it keeps busy (slowdown);
-# fitted on this project's 2-core machine, the smoke preset beside two busy processes: docs/estimate.md
-LOAD_EXPONENT = 2.8
+# a cell's slowdown on a crowded host: crowding ** (LOAD_FLOOR + LOAD_EXPONENT x the share of the other CPUs
+# it keeps busy) (slowdown); least squares over 24 cells of three runs of the smoke preset beside two busy
+# processes on this project's 2-core machine (docs/estimate.md, benchmarks/load_slowdown.py)
+LOAD_FLOOR = 0.8
+LOAD_EXPONENT = 1.6
 
 
 def busy_threads(row: dict) -> float | None:
@@ -37,18 +39,18 @@ def busy_threads(row: dict) -> float | None:
 
 def slowdown(crowd: float, busy: float | None, cpus: int | None = None) -> float:
     """How much longer a cell takes on a host at `crowd` (crowding) than on an uncrowded one, by the
-    threads it keeps busy on an uncrowded host (`busy`, busy_threads; None: not known). A cell that keeps
-    one CPU busy lost little beside two busy processes on 2 cores (the smoke MLP's inference, 1.2
-    threads: 1.18x); one that keeps both busy lost far more than its share of the CPUs (the one-layer
-    GPT's training, 1.8 threads: 3.1-3.2x at crowding 1.7), since each of its parallel sections waits for
-    its slowest thread. So: crowd ** (LOAD_EXPONENT x the share of the other CPUs it keeps busy); where
-    `busy` is not known, `crowd` (a process's share of a CPU)."""
+    threads it keeps busy on an uncrowded host (`busy`, busy_threads; None: not known). Beside two busy
+    processes on 2 cores (crowding 1.7-1.8) a cell that keeps one CPU busy lost about its share of a CPU
+    (the smoke MLP's inference, 1.0-1.2 threads: 1.2-1.6x); one that keeps both busy lost far more (the
+    one-layer GPT's training, 1.8 threads: 2.6-3.3x), since each of its parallel sections waits for its
+    slowest thread. So: crowd ** (LOAD_FLOOR + LOAD_EXPONENT x the share of the other CPUs it keeps busy,
+    0 to 1); where `busy` is not known, `crowd` (a process's share of a CPU)."""
     if crowd <= 1:
         return 1.0
     cpus = cpus or os.cpu_count() or 1
     if busy is None or cpus < 2:
         return crowd
-    return crowd ** (LOAD_EXPONENT * min(1.0, max(0.0, (busy - 1) / (cpus - 1))))
+    return crowd ** (LOAD_FLOOR + LOAD_EXPONENT * min(1.0, max(0.0, (busy - 1) / (cpus - 1))))
 
 
 def mark_crowding(rows: list[dict], sessions: list[dict]) -> list[dict]:

@@ -88,6 +88,9 @@ class Timed(float):
 
 
 MODEL_APART = 1.25  # a model's own scale replaces the run's where they differ by more than this factor
+# while the host is crowded each scale counts this many cells at no change beside those it rests on: one
+# cell's time beside two busy processes on 2 cores read 1.0-4.2x its quiet one (docs/estimate.md)
+CROWDED_PRIOR_CELLS = 2
 PACE_CELLS = 3  # the latest cells whose load at their end the present load is held against
 
 
@@ -141,8 +144,9 @@ class Progress:
         (the smoke preset's GPT training cells are in one run of 2026-11-30 only, whose MLP cells took
         1.1x today's and GPT cells 1.6-2.0x, while the other runs' took today's: one scale for all read
         the GPT's training 1.5-1.9x high); and, for a model this run has timed whose cells compare apart from the rest (by
-        more than MODEL_APART), by its own cells' ratios. Returns (the scale, {model: its scale},
-        {run: its scale})."""
+        more than MODEL_APART), by its own cells' ratios. While the host is or was crowded each mean
+        also counts CROWDED_PRIOR_CELLS cells at 1 (one cell's time then is a poor guess of the rest's).
+        Returns (the scale, {model: its scale}, {run: its scale})."""
         both, by_model, by_run = [], {}, {}
         for lv in (lv for lv in self.seen if lv[0] == "cell"):
             there = next((self.prior[p] for p in _levels((None,) + lv[1:])[1:] if p in self.prior), None)
@@ -153,9 +157,12 @@ class Progress:
             for x in self.prior.get(lv, ()):  # the same cell in an earlier run: that run's own ratio
                 if getattr(x, "run", None) is not None:
                     by_run.setdefault(x.run, []).append(mine / x)
-        return ((statistics.geometric_mean(both) if both else 1.0),
-                {m: statistics.geometric_mean(v) for m, v in by_model.items()},
-                {r: statistics.geometric_mean(v) for r, v in by_run.items()})
+        pseudo = CROWDED_PRIOR_CELLS if self.crowds and max(self.crowds) > 1 else 0
+
+        def mean(ratios: list[float]) -> float:  # geometric, beside `pseudo` cells at 1
+            return math.exp(sum(math.log(x) for x in ratios) / (len(ratios) + pseudo))
+        return ((mean(both) if both else 1.0), {m: mean(v) for m, v in by_model.items()},
+                {r: mean(v) for r, v in by_run.items()})
 
     def _prior_mean(self, times: list, scale: float, runs: dict) -> float:
         """The mean of earlier cells' seconds, each scaled by its run's own ratio where that run shares
