@@ -1,14 +1,16 @@
 """How much each cell slowed on a crowded host, against the threads it kept busy on a quiet one, and
 what the collector's estimate predicts (collector/host/hostload.py `slowdown`; docs/estimate.md).
 
-    python benchmarks/load_slowdown.py QUIET_RUN LOADED_RUN
+    python benchmarks/load_slowdown.py QUIET_RUN:LOADED_RUN [QUIET_RUN:LOADED_RUN ...]
 
-Two runs of the same cells (run folders with run.json and cells/, schema v12: process_cpu_s), the
-first collected on a quiet host, the second on a crowded one (benchmarks/eta_under_load.sh: q1 and l2).
-Per cell: the quiet and loaded wall seconds of its processes (process_wall_s summed), the threads it
-kept busy quiet (busy_threads), the slowdown measured (loaded over quiet), the exponent it implies at
-the loaded session's crowding (run.json's host_crowding), and the slowdown predicted; then the
-processes' time summed over the cells, measured and predicted, and LOAD_EXPONENT fitted to the sum.
+Pairs of runs of the same cells (run folders with run.json and cells/), the first of each collected on
+a quiet host, the second on a crowded one (benchmarks/eta_under_load.sh: q1 and l2). The threads a cell
+kept busy come from the quiet run's process_cpu_s (schema v12), else from the first quiet run given that
+has them. Per cell: the quiet and loaded seconds of its processes (process_wall_s summed), the threads
+busy, the slowdown measured (loaded over quiet), the exponent of the crowding it implies (at the loaded
+session's host_crowding in run.json) and the slowdown predicted; then LOAD_FLOOR and LOAD_EXPONENT
+fitted by least squares over every pair's cells (log slowdown = (floor + exponent x share) x log
+crowding), and the processes' time summed per pair, measured and predicted.
 """
 from __future__ import annotations
 
@@ -19,17 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.host.hostload import LOAD_EXPONENT, busy_threads, slowdown  # noqa: E402
+from collector.host.hostload import LOAD_EXPONENT, LOAD_FLOOR, busy_threads, slowdown  # noqa: E402
 
 
 def cells(run: Path) -> dict:
+    """{(model, phase, mode): row} of the run's cells with process wall times."""
     import pyarrow.parquet as pq
 
     out = {}
     for f in sorted((run / "cells").glob("*.parquet")):
         r = pq.read_table(f).to_pylist()[0]
         if r.get("process_wall_s"):
-            out[r["cell_id"]] = r
+            out[(r["model"], r["phase"], r["mode"])] = r
     return out
 
 
@@ -40,33 +43,46 @@ def crowding_of(run: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    import numpy as np
+
+    pairs = [tuple(Path(x) for x in a.split(":", 1)) for a in argv if ":" in a]
+    if not pairs or len(pairs) != len(argv):
         print(__doc__)
         return 2
-    quiet, loaded = Path(argv[0]), Path(argv[1])
-    q, lo, crowd = cells(quiet), cells(loaded), crowding_of(loaded)
-    cpus = json.loads((quiet / "run.json").read_text()).get("environment", {}).get("cpu_count")
-    print(f"{loaded.name}: crowding {crowd:.2f} (host_crowding), {cpus} CPUs; LOAD_EXPONENT {LOAD_EXPONENT}")
-    print(f"{'cell':<62} {'quiet s':>8} {'busy':>5} {'loaded s':>9} {'slowdown':>8} {'exponent':>8} {'predicted':>9}")
-    pairs = []
-    for cid in q:
-        if cid not in lo:
-            continue
-        tq, tl, busy = sum(q[cid]["process_wall_s"]), sum(lo[cid]["process_wall_s"]), busy_threads(q[cid])
-        share = min(1.0, max(0.0, (busy - 1) / (cpus - 1))) if busy and cpus and cpus > 1 else None
-        implied = math.log(tl / tq) / math.log(crowd) / share if share and crowd > 1 else float("nan")
-        pred = slowdown(crowd, busy, cpus)
-        pairs.append((tq, tl, share))
-        print(f"{cid[:62]:<62} {tq:8.1f} {busy or float('nan'):5.2f} {tl:9.1f} {tl / tq:7.2f}x {implied:8.2f} {pred:8.2f}x")
-    tq, tl = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
-    predicted = sum(p[0] * slowdown(crowd, 1 + p[2] * (cpus - 1) if p[2] is not None else None, cpus) for p in pairs)
-    lo_a, hi_a = 0.0, 10.0  # the exponent whose predicted sum equals the measured one (bisection)
-    for _ in range(60):
-        mid = (lo_a + hi_a) / 2
-        got = sum(p[0] * (crowd ** (mid * p[2]) if p[2] is not None else crowd) for p in pairs)
-        lo_a, hi_a = (mid, hi_a) if got < tl else (lo_a, mid)
-    print(f"all cells: quiet {tq:.0f} s, loaded {tl:.0f} s ({tl / tq:.2f}x), predicted {predicted:.0f} s "
-          f"({predicted / tl:.2f} of it); the exponent that fits the sum: {lo_a:.2f}")
+    busy_of: dict = {}
+    for quiet, _ in pairs:
+        for key, r in cells(quiet).items():
+            if busy_threads(r) is not None:
+                busy_of.setdefault(key, busy_threads(r))
+    points = []
+    for arg, (quiet, loaded) in zip(argv, pairs):
+        q, lo, crowd = cells(quiet), cells(loaded), crowding_of(loaded)
+        cpus = json.loads((quiet / "run.json").read_text()).get("environment", {}).get("cpu_count") or 2
+        print(f"\n{arg}: crowding {crowd:.2f} (host_crowding), {cpus} CPUs")
+        print(f"{'cell':<48} {'quiet s':>8} {'busy':>5} {'loaded s':>9} {'slowdown':>8} {'exponent':>8} {'predicted':>9}")
+        for key in q:
+            if key not in lo or key not in busy_of:
+                continue
+            tq, tl, busy = sum(q[key]["process_wall_s"]), sum(lo[key]["process_wall_s"]), busy_of[key]
+            share = min(1.0, max(0.0, (busy - 1) / (cpus - 1)))
+            points.append((math.log(crowd), share, math.log(tl / tq), tq, tl, crowd, busy, cpus, arg))
+            implied = math.log(tl / tq) / math.log(crowd) if crowd > 1 else float("nan")
+            name = f"{key[0][:16]} {key[1]} {key[2]}"
+            print(f"{name:<48} {tq:8.1f} {busy:5.2f} {tl:9.1f} {tl / tq:7.2f}x {implied:8.2f} "
+                  f"{slowdown(crowd, busy, cpus):8.2f}x")
+    pts = [p for p in points if p[0] > 0]
+    if not pts:
+        print("no crowded run among the pairs")
+        return 1
+    x = np.array([[p[0], p[1] * p[0]] for p in pts])
+    floor, exponent = np.linalg.lstsq(x, np.array([p[2] for p in pts]), rcond=None)[0]
+    print(f"\nleast squares over {len(pts)} cells: floor {floor:.2f}, exponent {exponent:.2f} "
+          f"(the collector's: {LOAD_FLOOR}, {LOAD_EXPONENT})")
+    for name in dict.fromkeys(p[8] for p in points):
+        mine = [p for p in points if p[8] == name]
+        tq, tl = sum(p[3] for p in mine), sum(p[4] for p in mine)
+        pred = sum(p[3] * slowdown(p[5], p[6], p[7]) for p in mine)
+        print(f"{name}: quiet {tq:.0f} s, loaded {tl:.0f} s ({tl / tq:.2f}x), predicted {pred:.0f} s ({pred / tl:.2f} of it)")
     return 0
 
 

@@ -406,3 +406,22 @@ def test_an_older_runs_cells_that_no_newer_run_timed_follow_the_newer_runs_pace_
     assert got[("old", "gpt", "infer")] == 45.0 and got[("new", "gpt", "infer")] == 33.0  # both timed: as they were
     assert got[("old", "gpt", "train")] == pytest.approx(10.0 + 110.0 * 33 / 45)  # the start left as it was
     assert got[("old", "mlp", "train")] == 18.0  # no newer run timed the MLP's cells in that run
+
+
+def test_the_host_load_is_the_runnable_threads_of_the_last_30_s_not_the_minutes_average():
+    """Two busy processes started a minute before a run had lifted the kernel's one-minute load average
+    to 63% of their load, so the run read its first cells as a quiet host's. The sampler's mean is of
+    the last `window` seconds of runnable threads (less the reader), per CPU, from its first call on."""
+    from collector.host.hostload import LoadSampler, _runnable
+
+    counts, now = iter([4] * 10 + [0] * 40), [0.0]
+    s = LoadSampler(read=lambda: next(counts), window=30.0, burst=10, clock=lambda: now[0], cpus=2,
+                    background=False)
+    assert s() == pytest.approx(4 / 2)  # the first call's burst: 4 runnable threads on 2 CPUs
+    for _ in range(35):
+        now[0] += 1.0
+        s.sample()
+    assert s() == 0.0  # the busy samples are older than the window
+    assert LoadSampler(read=lambda: None, burst=3, background=False)() is None  # nothing to read: the caller falls back
+    got = _runnable()
+    assert got is None or got >= 0

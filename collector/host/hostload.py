@@ -6,10 +6,77 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+
+def _runnable() -> int | None:
+    """Threads runnable on the host now, less the one reading (/proc/loadavg's 4th field); None off Linux."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class LoadSampler:
+    """The host's runnable threads, read every `every` seconds by a daemon thread (`read`: _runnable),
+    and their mean over the last `window` seconds per CPU (call it). The load average the kernel keeps
+    (os.getloadavg) is the same count averaged over a minute: beside two processes started a minute
+    before, it had climbed to 63% of their load, and a loaded run read its first cells as a quiet host's
+    (docs/estimate.md). The first call reads `burst` samples at once, so it has a mean from the start."""
+
+    def __init__(self, read: Callable[[], int | None] = _runnable, every: float = 1.0, window: float = 30.0,
+                 burst: int = 10, clock: Callable[[], float] = time.monotonic, cpus: int | None = None,
+                 background: bool = True):
+        self.read, self.every, self.window, self.burst, self.clock = read, every, window, burst, clock
+        self.background = background  # False: no thread reads; the caller calls sample() (tests)
+        self.cpus = cpus or os.cpu_count() or 1
+        self.samples: deque = deque()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def sample(self) -> bool:
+        got = self.read()
+        if got is None:
+            return False
+        now = self.clock()
+        with self.lock:
+            self.samples.append((now, got))
+            while self.samples and self.samples[0][0] < now - self.window:
+                self.samples.popleft()
+        return True
+
+    def _loop(self) -> None:
+        while self.sample():
+            time.sleep(self.every)
+
+    def __call__(self) -> float | None:
+        if self.thread is None:
+            for i in range(self.burst):
+                if not self.sample():
+                    break
+                time.sleep(0.05 if i < self.burst - 1 and self.background else 0)
+            self.thread = threading.Thread(target=self._loop, name="load-sampler", daemon=True)
+            if self.background:
+                self.thread.start()
+        with self.lock:
+            if not self.samples:
+                return None
+            return statistics.fmean(n for _, n in self.samples) / self.cpus
+
+
+_SAMPLER = LoadSampler()
 
 
 def host_load() -> float | None:
-    """The host's run queue per CPU over the last minute (os.getloadavg), or None where it cannot say."""
+    """The host's runnable threads per CPU over the last 30 s (LoadSampler), else its run queue per CPU
+    over the last minute (os.getloadavg), else None where it cannot say."""
+    got = _SAMPLER()
+    if got is not None:
+        return got
     try:
         return os.getloadavg()[0] / (os.cpu_count() or 1)
     except (OSError, AttributeError):
