@@ -10,7 +10,11 @@ has them. Per cell: the quiet and loaded seconds of its processes (process_wall_
 busy, the slowdown measured (loaded over quiet), the exponent of the crowding it implies (at the loaded
 session's host_crowding in run.json) and the slowdown predicted; then LOAD_FLOOR and LOAD_EXPONENT
 fitted by least squares over every pair's cells (log slowdown = (floor + exponent x share) x log
-crowding), and the processes' time summed per pair, measured and predicted.
+crowding), and the processes' time summed per pair, measured and predicted. Then each pair replayed
+through the collector's estimate (collector/host/progress.py): the quiet run's cells as the only earlier
+run, the loaded run's cells finishing one by one at its crowding; per queue position the estimate over
+the loaded cells' time then left, with the threads busy known and without them (each cell slowed by
+the crowding alone).
 """
 from __future__ import annotations
 
@@ -83,7 +87,33 @@ def main(argv: list[str]) -> int:
         tq, tl = sum(p[3] for p in mine), sum(p[4] for p in mine)
         pred = sum(p[3] * slowdown(p[5], p[6], p[7]) for p in mine)
         print(f"{name}: quiet {tq:.0f} s, loaded {tl:.0f} s ({tl / tq:.2f}x), predicted {pred:.0f} s ({pred / tl:.2f} of it)")
+    for arg, (quiet, loaded) in zip(argv, pairs):
+        for known in (True, False):
+            got = replay(cells(quiet), cells(loaded), busy_of, crowding_of(loaded), known)
+            worst = max(max(x, 1 / x) for x in got[1:])
+            print(f"replayed {arg} {'with' if known else 'without'} the threads busy: "
+                  + " ".join(f"{x:.2f}" for x in got) + f"; worst from the 2nd cell {worst:.2f}")
     return 0
+
+
+def replay(quiet: dict, loaded: dict, busy_of: dict, crowd: float, known: bool) -> list[float]:
+    """Estimate / time left at each queue position of `loaded` (its cells' cell_wall_s, in the quiet
+    run's order of start), with `quiet` the only earlier run (threads busy from busy_of where `known`)."""
+    import io
+
+    from collector.host.progress import Progress, prior_times
+
+    order = [k for k, _ in sorted(quiet.items(), key=lambda kv: kv[1].get("started_at") or "") if k in loaded]
+    prior = prior_times([{"model": k[0], "phase": k[1], "mode": k[2], "cell_wall_s": quiet[k]["cell_wall_s"],
+                          "run": "quiet", **({"process_cpu_s": [busy_of[k]], "process_wall_s": [1.0]}
+                                             if known and k in busy_of else {})} for k in order])
+    p = Progress(len(order), out=io.StringIO(), plan=[(0,) + k for k in order], prior=prior,
+                 load=lambda: crowd, cpus=2)
+    got = []
+    for i, k in enumerate(order, 1):
+        got.append(p.estimate_left(i) / sum(loaded[x]["cell_wall_s"] for x in order[i - 1:]))
+        p.done({"status": "ok"}, loaded[k]["cell_wall_s"], k=i)
+    return got
 
 
 if __name__ == "__main__":

@@ -425,3 +425,20 @@ def test_the_host_load_is_the_runnable_threads_of_the_last_30_s_not_the_minutes_
     assert LoadSampler(read=lambda: None, burst=3, background=False)() is None  # nothing to read: the caller falls back
     got = _runnable()
     assert got is None or got >= 0
+
+
+def test_a_quiet_runs_slight_crowding_still_gives_its_cells_busy_threads():
+    """The 30 s sampler counts the collector's own threads: quiet runs' sessions read 1.002 and 1.008,
+    and the estimate lost every quiet cell's busy threads while it took any crowding above 1 as a
+    crowded host. Up to UNCROWDED a host is uncrowded; above it, it is not."""
+    from collector.host.hostload import UNCROWDED, mark_crowding, uncrowd
+
+    sessions = [{"started_at": "a", "finished_at": "z", "host_crowding": 1.008}]
+    row = {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 60.0, "started_at": "m",
+           "process_cpu_s": [105.0], "process_wall_s": [60.0]}
+    got = prior_times(uncrowd(mark_crowding([dict(row)], sessions), cpus=2))[("cell", "gpt", "train", "default")]
+    assert got == [60.0] and got[0].busy == pytest.approx(1.75)
+    sessions[0]["host_crowding"] = UNCROWDED + 0.5
+    got = prior_times(uncrowd(mark_crowding([dict(row)], sessions), cpus=2))[("cell", "gpt", "train", "default")]
+    # crowded, and no uncrowded run of the cell to say its threads: read back by the crowding alone
+    assert got[0].busy is None and got[0] == pytest.approx(60.0 / (UNCROWDED + 0.5))

@@ -83,6 +83,11 @@ def host_load() -> float | None:
         return None
 
 
+# crowding up to this reads as an uncrowded host: a quiet run's sessions read 1.000-1.008 (the sampler
+# counts the collector's own threads too), and their cells' busy threads are what the estimate needs
+UNCROWDED = 1.05
+
+
 def crowding(load: float | None) -> float:
     """How much slower a CPU-bound process runs at `load` (run queue per CPU): 1 until every CPU is
     busy, then the share of a CPU it gets shrinks as load / 1."""
@@ -112,7 +117,7 @@ def slowdown(crowd: float, busy: float | None, cpus: int | None = None) -> float
     one-layer GPT's training, 1.8 threads: 2.6-3.3x), since each of its parallel sections waits for its
     slowest thread. So: crowd ** (LOAD_FLOOR + LOAD_EXPONENT x the share of the other CPUs it keeps busy,
     0 to 1); where `busy` is not known, `crowd` (a process's share of a CPU)."""
-    if crowd <= 1:
+    if crowd <= UNCROWDED:
         return 1.0
     cpus = cpus or os.cpu_count() or 1
     if busy is None or cpus < 2:
@@ -125,7 +130,7 @@ def mark_crowding(rows: list[dict], sessions: list[dict]) -> list[dict]:
     cells ended) as `crowd`, matched by started_at as mark_startups matches; `uncrowd` then reads it."""
     for s in sessions or []:
         crowd, lo, hi = s.get("host_crowding"), s.get("started_at"), s.get("finished_at") or "~"
-        if not crowd or crowd <= 1 or not lo:
+        if not crowd or crowd <= UNCROWDED or not lo:
             continue
         for i, r in enumerate(rows):
             if r.get("started_at") and lo <= str(r["started_at"]) <= hi:
@@ -143,13 +148,13 @@ def uncrowd(rows: list[dict], cpus: int | None = None) -> list[dict]:
     quiet: dict[tuple, list[float]] = {}
     for r in rows:
         busy = busy_threads(r)
-        if busy is not None and (r.get("crowd") or 1.0) <= 1:
+        if busy is not None and (r.get("crowd") or 1.0) <= UNCROWDED:
             for k in ((r.get("model"), r.get("phase"), r.get("mode")), (r.get("model"), r.get("phase"))):
                 quiet.setdefault(k, []).append(busy)
     out = []
     for r in rows:
         crowd = r.get("crowd") or 1.0
-        if crowd > 1 and r.get("cell_wall_s"):
+        if crowd > UNCROWDED and r.get("cell_wall_s"):
             busy = next((statistics.fmean(quiet[k]) for k in ((r.get("model"), r.get("phase"), r.get("mode")),
                                                               (r.get("model"), r.get("phase"))) if k in quiet), None)
             r = {**r, "cell_wall_s": r["cell_wall_s"] / slowdown(crowd, busy, cpus),

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Callable, TextIO
 
-from collector.host.hostload import busy_threads, crowding, host_load, slowdown
+from collector.host.hostload import UNCROWDED, busy_threads, crowding, host_load, slowdown
 from collector.record.contract import DISAGREE, process_medians
 
 
@@ -157,7 +157,7 @@ class Progress:
             for x in self.prior.get(lv, ()):  # the same cell in an earlier run: that run's own ratio
                 if getattr(x, "run", None) is not None:
                     by_run.setdefault(x.run, []).append(mine / x)
-        pseudo = CROWDED_PRIOR_CELLS if self.crowds and max(self.crowds) > 1 else 0
+        pseudo = CROWDED_PRIOR_CELLS if self.crowds and max(self.crowds) > UNCROWDED else 0
 
         def mean(ratios: list[float]) -> float:  # geometric, beside `pseudo` cells at 1
             return math.exp(sum(math.log(x) for x in ratios) / (len(ratios) + pseudo))
@@ -299,7 +299,7 @@ class Progress:
             if key:
                 self.startups[key[0]] = startup / crowd
         busy = busy_threads(row)
-        if key and busy is not None and crowd <= 1:  # uncrowded: the threads it keeps busy
+        if key and busy is not None and crowd <= UNCROWDED:  # uncrowded: the threads it keeps busy
             for lv in _levels(key)[1:3]:
                 self.busy.setdefault(lv, []).append(busy)
         self.durations.append(seconds)
@@ -345,7 +345,7 @@ def prior_times(rows: list[dict]) -> dict:
             continue
         start = r.get("startup_s") or 0.0
         secs = secs - start if 0 < start < secs else secs
-        busy = busy_threads(r) if (r.get("crowd") or 1.0) <= 1 else None
+        busy = busy_threads(r) if (r.get("crowd") or 1.0) <= UNCROWDED else None
         for lv in _levels((None, r.get("model"), r.get("phase"), r.get("mode")))[1:]:
             out.setdefault(lv, []).append(Timed(secs, r.get("run"), busy))
     return out
