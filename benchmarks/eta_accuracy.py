@@ -13,6 +13,7 @@ median and the worst relative error of each against the time that was in fact le
 from __future__ import annotations
 
 import io
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from collector.host.earlier import follow_newest  # noqa: E402
 from collector.host.progress import Progress, as_cold, prior_times  # noqa: E402
 
 GROUPS = {  # runs measured one cell at a time on one GPU; a tuple: interpreters interleaved in one queue
@@ -159,7 +161,7 @@ def earlier(name: str) -> dict:
     each (progress.as_cold); a warm run leaves the cold runs out, as the collector's earlier_times does."""
     cold_now = cold(GROUPS[name][0])
     rows = []
-    for other, runs in GROUPS.items():
+    for other, runs in sorted(GROUPS.items(), key=lambda kv: started(kv[1]), reverse=True):  # the newest first
         if other == name or launcher_of(runs[0]) != launcher_of(GROUPS[name][0]) or (cold(runs[0]) and not cold_now):
             continue
         firsts = first_calls(runs)
@@ -167,7 +169,14 @@ def earlier(name: str) -> dict:
                 "first_call_compiled_s": firsts.get(k, (None, None))[0],
                 "warm_first_call_compiled_s": firsts.get(k, (None, None))[1]} for k, s, x in queue_with_starts(runs)]
         rows += as_cold(got, 3) if cold_now and not cold(runs[0]) else got
-    return prior_times(rows)
+    return prior_times(follow_newest(rows))
+
+
+def started(runs: tuple[str, ...]) -> str:
+    """When the group's runs last began a command (run.json's sessions), as the collector orders earlier runs."""
+    got = [str(s.get("started_at") or "") for run in runs
+           for s in json.loads((ROOT / "data" / "examples" / run / "run.json").read_text()).get("sessions") or []]
+    return max(got or [""])
 
 
 def main() -> int:

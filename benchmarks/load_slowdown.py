@@ -49,9 +49,16 @@ def crowding_of(run: Path) -> float:
 def main(argv: list[str]) -> int:
     import numpy as np
 
-    pairs = [tuple(Path(x) for x in a.split(":", 1)) for a in argv if ":" in a]
-    if not pairs or len(pairs) != len(argv):
+    if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
+        return 0 if argv else 2
+    pairs = [tuple(Path(x) for x in a.split(":", 1)) for a in argv if ":" in a]
+    if len(pairs) != len(argv):
+        print(f"expected QUIET_RUN:LOADED_RUN pairs, got {[a for a in argv if ':' not in a]}", file=sys.stderr)
+        return 2
+    missing = [str(p) for pair in pairs for p in pair if not (p / "run.json").is_file()]
+    if missing:
+        print(f"not a run folder (no run.json): {', '.join(missing)}", file=sys.stderr)
         return 2
     busy_of: dict = {}
     for quiet, _ in pairs:

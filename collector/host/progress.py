@@ -102,7 +102,7 @@ class Progress:
     other phase only: its time there times the other models' ratio between the phases), else from
     the mean of all; without it, every cell counts the mean of all. Every time is read as on an
     uncrowded host (each finished cell's divided by its slowdown at the crowding as it ended: `load`,
-    run queue per CPU, host_load; `crowding`), then each queued cell's stretched by its slowdown at the
+    runnable threads per CPU, host_load; `crowding`), then each queued cell's stretched by its slowdown at the
     load now, by the threads a cell like it kept busy (slowdown): a host that got busier stretches most
     the cells that keep most CPUs busy. Without a plan, the load now against the load when the latest
     PACE_CELLS cells ended stretches what is left. (A pace from the latest cells' times against
