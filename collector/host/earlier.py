@@ -119,8 +119,10 @@ def follow_newest(rows: list[dict]) -> list[dict]:
     GPT cells ran. A cell's interpreter start (startup_s) is left as it was."""
     newest: dict[tuple, float] = {}  # (model, phase, mode): seconds in the newest run that has it
     out: list[dict] = []
-    for run in dict.fromkeys(r.get("run") for r in rows):
-        mine = [r for r in rows if r.get("run") == run]
+    by_run: dict = {}
+    for r in rows:
+        by_run.setdefault(r.get("run"), []).append(r)
+    for run, mine in by_run.items():
         ratios: dict[str, list[float]] = {}
         for r in mine:
             key, secs = (r.get("model"), r.get("phase"), r.get("mode")), r.get("cell_wall_s")

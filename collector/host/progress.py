@@ -252,8 +252,9 @@ class Progress:
         for key, n in self._queued.items():
             if n > 0:
                 secs, level, own = self._one(key, mean, scales)
-                total += n * secs * self._slowdown(now, key)
-                as_then += n * secs * self._slowdown(then, key)
+                busy = self._busy(key)
+                total += n * secs * slowdown(now, busy, self.cpus)
+                as_then += n * secs * slowdown(then, busy, self.cpus)
                 used_prior |= not own and level != "all"
                 # no cell of this model timed in either phase, here or in an earlier run: a guess
                 self.guessed += n if level in ("mode", "all") else 0
