@@ -128,6 +128,10 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
     gpus = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": i} for i in (0, 1)]
     assert provenance.collection_notes(local, gpus)[0].startswith(
         "2 of 2 cells were measured with up to 2 cells running at once on this host, one per GPU")
+    shared = [{"hostname": "vm", "concurrent_cells": 2, "gpu_index": 0, "timing_wait_s": [w]} for w in (0.0, 3.1)]
+    (note,) = provenance.collection_notes(local, shared)
+    assert note.startswith("2 of 2 cells were measured with up to 2 cells running at once on this host, sharing a "
+                           "GPU (GPUS=0,0): their timed blocks took turns") and "another collector" not in note
     assert provenance.several_machines(run, rows) and not provenance.several_machines(local, gpus)
 
 

@@ -87,7 +87,13 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
     concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
     if concurrent:
         most = max(int(r["concurrent_cells"]) for r in concurrent)
-        if len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
+        if any(r.get("timing_wait_s") for r in concurrent):  # GPUS=0,0: workers sharing a GPU, timed in turn
+            notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running "
+                         "at once on this host, sharing a GPU (GPUS=0,0): their timed blocks took turns, but each "
+                         "was timed beside the other cell's compile (its host threads on the other half of the "
+                         "cores, the GPU kernels Inductor benchmarks on a first call), and its cold compile beside "
+                         "the other cell's work. Compare with cells measured alone before claiming a change.")
+        elif len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
             notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running "
                          "at once on this host, one per GPU, the CPU cores split between them (column gpu). "
                          "GPU-bound steps are unaffected; launch-bound ones share the host with a neighbour that "

@@ -220,7 +220,8 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
         out.append(f"{len(noisy)} of {n} cells are noisy (a side's IQR above {noise * 100:.0f}% of its median).")
     concurrent = [r for r in speed if (r.get("concurrent_cells") or 1) > 1]
     if concurrent:
-        why = ("one per GPU, CPU cores split" if len({r.get("gpu_index") for r in concurrent}) > 1 else
+        why = ("two or more on a GPU, timed in turn, CPU cores split" if any(r.get("timing_wait_s") for r in concurrent)
+               else "one per GPU, CPU cores split" if len({r.get("gpu_index") for r in concurrent}) > 1 else
                "seen measuring on the same host: a shard, another collector or SLURM tasks on one node")
         out.append(f"{len(concurrent)} of {n} cells ran beside another cell ({why}).")
     out += _autotune_caveat(speed)

@@ -21,6 +21,7 @@ from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
 from collector.child.sides import Sides, _capture, _make_sides, _reference64, _setup
 from collector.child.sweep import _recompile_sweep
+from collector.child.turns import timed_turn
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
 
 
@@ -122,9 +123,10 @@ def measure(spec: dict, result: CellResult, stage: Stage) -> None:
     _reference(run)
     _eager_first_call(run)
     _compile(run)
-    _timing(run)
-    _profile(run)
-    _sweep(run)
+    with timed_turn(result):  # a GPU shared with another cell (GPUS=0,0): one is timed at a time
+        _timing(run)
+        _profile(run)
+        _sweep(run)
     _graph_ops(run)
     _final_status(run)
 

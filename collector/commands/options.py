@@ -125,7 +125,8 @@ RUN = (
     Option("--device", "device", "DEVICE", "auto (cuda where there is one), cuda or cpu", choices=tuple(mx.DEVICES)),
     Option("--run-id", "run_id", "RUN", "run directory name (default: <preset>-<device>-torch<version>)"),
     Option("--out", "out", "RUNS", "parent of run directories (default data/runs)"),
-    Option("--gpus", "gpus", "GPUS", "measure cells concurrently, one per GPU: comma-separated indices or 'all' "
+    Option("--gpus", "gpus", "GPUS", "measure cells concurrently, one per GPU: comma-separated indices or 'all'; "
+           "a GPU listed twice (0,0) takes two cells at a time, timed in turn while the other compiles "
            "(default: one cell at a time on the default device, the cleanest timing)", default="", executors=LOCAL),
     Option("--retry-failed", "retry_failed", "RETRY", "measure again the cells of this run whose saved row failed "
            "(crash, timeout, error)", "switch", default=False),

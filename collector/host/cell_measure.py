@@ -95,7 +95,8 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 @dataclass
 class _Jobs:
     """The processes of one cell: each run through the launcher with the cell's log and time limit,
-    its wall and CPU time kept (process_wall_s, process_cpu_s), a stop request checked before and after."""
+    its wall and CPU time and its wait for a shared GPU's timing lock kept (process_wall_s, process_cpu_s,
+    timing_wait_s), a stop request checked before and after."""
     cell: Cell
     matrix: Matrix
     device: str
@@ -104,6 +105,7 @@ class _Jobs:
     log_path: Path
     walls: list = field(default_factory=list)
     cpus: list = field(default_factory=list)
+    waits: list = field(default_factory=list)
 
     def run(self, cache: Path, **spec) -> CellResult:
         """One process: its job written as the JSON the child reads, its result read back typed."""
@@ -116,6 +118,8 @@ class _Jobs:
         result = received(got)
         said = result.get("process_cpu_s") or [None]
         self.cpus.append(said[0])
+        waited = result.get("timing_wait_s") or [None]
+        self.waits.append(waited[0])
         return result
 
 
@@ -218,6 +222,7 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
             _portable(jobs, result, portable)
         result["process_wall_s"] = jobs.walls
         result["process_cpu_s"] = jobs.cpus if any(c is not None for c in jobs.cpus) else None
+        result["timing_wait_s"] = jobs.waits if any(w is not None for w in jobs.waits) else None
         if errors:
             result["process_errors"] = "; ".join(errors)
     finally:

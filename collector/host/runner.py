@@ -37,7 +37,7 @@ def size_note(cells: int, processes: int, workers: int) -> str:
     """What a large matrix will take, before it starts, from the measured cost of a process."""
     lo, hi = (cells * max(processes, 2) * s / workers / 3600 for s in PROCESS_S)
     return (f"note: {cells} cells x {processes} process(es) is a large matrix: about {lo:.1f}-{hi:.1f} hours "
-            f"at {PROCESS_S[0]}-{PROCESS_S[1]} s a process{f' on {workers} GPUs' if workers > 1 else ''}; "
+            f"at {PROCESS_S[0]}-{PROCESS_S[1]} s a process{f', {workers} at a time' if workers > 1 else ''}; "
             "--dry-run lists the cells, --stop-after bounds a session (the same command resumes), "
             "Ctrl-C stops keeping every finished cell")
 

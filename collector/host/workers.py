@@ -1,39 +1,57 @@
-"""Where cells run: one worker per GPU, the host's CPU cores split between them by physical core."""
+"""Where cells run: one worker per listed GPU (a GPU listed twice: two workers sharing it, whose timed
+sections take turns), the host's CPU cores split between them by physical core."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector.child.turns import TIMING_LOCK_ENV  # noqa: F401  (the launcher sets it)
+
+
 @dataclass(frozen=True)
 class Worker:
-    """Where one stream of cells runs: a physical GPU (None: the default device) and CPU cores."""
+    """Where one stream of cells runs: a physical GPU (None: the default device), CPU cores, and, where
+    other workers share its GPU, the lock file that their cells' timed sections take in turn."""
     gpu: int | None = None
     cpus: tuple[int, ...] | None = None
+    timing_lock: str | None = None
+
+
+def timing_lock_path(gpu: int) -> str:
+    """The lock file of GPU `gpu`'s timed sections: one name a host, so that a second collector that
+    shares the GPU the same way takes its turn too."""
+    return str(Path(tempfile.gettempdir()) / f"tcb-timing-gpu{gpu}.lock")
 
 
 def plan_workers(gpus: list[int] | None) -> list[Worker]:
     """One worker per listed GPU, the CPU cores this process may use split evenly between them.
 
     No list: one worker on the default device with every core (the honest default: a cell
-    alone on the host). Several: cells run concurrently, one per GPU (recorded per row).
+    alone on the host). Several: cells run concurrently, one per GPU (recorded per row). A GPU
+    listed twice (`0,0`): two cells at a time on it; one compiles (and builds, and checks) while the
+    other is timed, and no two of its cells are timed at once (`timing_lock`). Whether that leaves
+    the figures as they are alone is a measured question (docs/scale-out.md).
     """
     if not gpus:
         return [Worker()]
-    if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
-        raise ValueError(f"GPU indices must be distinct and >= 0, got {gpus}")
+    if any(g < 0 for g in gpus):
+        raise ValueError(f"GPU indices must be >= 0, got {gpus}")
+    shared = {g for g in gpus if gpus.count(g) > 1}
+    lock = {g: timing_lock_path(g) if g in shared else None for g in gpus}
     try:
         cores = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux: no pinning
-        return [Worker(gpu=g) for g in gpus]
+        return [Worker(gpu=g, timing_lock=lock[g]) for g in gpus]
     if len(cores) < len(gpus):
         raise ValueError(f"{len(gpus)} GPU workers need at least as many CPU cores; this process has {len(cores)}")
     groups = physical_cores(cores)
     if len(groups) < len(gpus) or os.environ.get("TCB_CPU_SPLIT") == "logical":
         groups = [(c,) for c in cores]  # too few physical cores (or asked for): split logical CPUs
     per = len(groups) // len(gpus)
-    return [Worker(gpu=g, cpus=tuple(sorted(c for grp in groups[i * per:(i + 1) * per] for c in grp)))
-            for i, g in enumerate(gpus)]
+    return [Worker(gpu=g, cpus=tuple(sorted(c for grp in groups[i * per:(i + 1) * per] for c in grp)),
+                   timing_lock=lock[g]) for i, g in enumerate(gpus)]
 
 
 def physical_cores(cpus: list[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -45,10 +45,12 @@ V11 = ("packages_json", "inputs_json", "graph_ops_json")
 # v12 each process's CPU seconds (the process and its descendants): how many threads a cell keeps busy,
 # by which the collector's time-left estimate reads how much it slows on a crowded host
 V12 = ("process_cpu_s",)
+# v13 each process's wait for its GPU's timing lock (GPUS=0,0: two cells at a time on one GPU)
+V13 = ("timing_wait_s",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
             **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10},
-            **{c: 11 for c in V11}, **{c: 12 for c in V12}}
+            **{c: 11 for c in V11}, **{c: 12 for c in V12}, **{c: 13 for c in V13}}
 STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "timeout", "crashed", "accuracy_fail",
             "skipped")
 
@@ -82,6 +84,9 @@ FIELDS = [
     # (v12) each process's CPU seconds, user and system, its own and its descendants' (compile workers),
     # cold first as process_wall_s; null where a process did not say (a crash)
     ("process_cpu_s", _list),
+    # (v13) each process's seconds waiting for its GPU's timing lock before its first timed block, cold
+    # first as process_wall_s; null where no lock was taken (one cell a GPU, the default)
+    ("timing_wait_s", _list),
     # what was done to the host before timing (comma-separated), and the planted-slowdown test
     # option: extra work after each compiled step worth this % of its median (ms a step: delay)
     ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),

@@ -1,0 +1,105 @@
+"""Two cells on one GPU (GPUS=0,0) take turns at their timed sections: a cell process holds its GPU's
+timing lock (collector/child/turns.py) from its first timed block to its last measured section, waits
+for it while another cell holds it, and the row lists each process's wait (timing_wait_s). Real cell
+processes on the CPU with Inductor."""
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from collector.host.workers import TIMING_LOCK_ENV, Worker, plan_workers, timing_lock_path
+from collector.plan.matrix import Protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = "mlp:d_model=16,hidden=32"
+HELD = re.compile(r"timing lock taken after [0-9.]+ s \(at ([0-9.]+)\)|timing lock released \(at ([0-9.]+)\)")
+
+
+def _spec() -> dict:
+    p = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
+    return {"kind": "cold", "cell": {"model": MLP, "phase": "infer", "dtype": "float32", "batch_size": 2,
+                                     "mode": "default", "compile_scope": "model"}, "protocol": p, "device": "cpu"}
+
+
+def test_a_gpu_listed_twice_gives_two_workers_one_lock_and_their_own_cores(monkeypatch):
+    from collector.host import workers
+
+    if len(os.sched_getaffinity(0)) < 3:  # three workers need three cores to pin
+        monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(4)))
+    a, b = plan_workers([0, 0])
+    assert a.gpu == b.gpu == 0 and a.timing_lock == b.timing_lock == timing_lock_path(0)
+    assert a.cpus and b.cpus and not set(a.cpus) & set(b.cpus)
+    x, y, z = plan_workers([0, 1, 1])
+    assert x.timing_lock is None and y.timing_lock == z.timing_lock == timing_lock_path(1)
+    assert all(w.timing_lock is None for w in plan_workers([0, 1]))
+
+
+@pytest.mark.compile
+def test_a_cell_waits_for_the_timing_lock_before_its_first_timed_block(tmp_path):
+    """The lock held here: the cell compiles, then waits; released 1.5 s after it said so, it times
+    and reports the wait. Without the wait, timing_wait_s would be near 0 and the test fails."""
+    lock = tmp_path / "gpu.lock"
+    spec, result = tmp_path / "spec.json", tmp_path / "result.json"
+    spec.write_text(json.dumps(_spec()))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{TIMING_LOCK_ENV: str(lock)})
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.Popen([sys.executable, "-m", "collector.child.cell", str(spec), str(result)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "waiting for the timing lock" in line:
+                break
+        assert any("compiled first call" in ln for ln in lines), "".join(lines)[-3000:]
+        assert not any(ln.startswith("[cell") and " timed " in ln for ln in lines)
+        time.sleep(1.5)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    rest, _ = proc.communicate(timeout=300)
+    got = json.loads(result.read_text())
+    assert got["status"] == "ok", rest[-3000:]
+    assert got["timing_wait_s"][0] >= 1.5 and got["compiled_step_ms"] and got["eager_step_ms"]
+    log = "".join(lines) + rest
+    assert log.index("timing lock taken") < log.index(" timed ") < log.index("timing lock released")
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatch):
+    """The real collector path: two workers sharing a lock (as GPUS=0,0 plans them; on the CPU with no
+    GPU index), four tiny cells through fresh cell processes. Every row lists its processes' waits,
+    the rows say two cells ran at once, and the lock's held intervals in the cells' logs never overlap."""
+    from collector.host import neighbours
+    from collector.host.launch import SubprocessLauncher
+    from collector.host.runner import collect
+    from collector.plan import matrix as mx
+
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+    lock = str(tmp_path / "gpu.lock")
+    cores = sorted(os.sched_getaffinity(0))
+    halves = (tuple(cores[: max(1, len(cores) // 2)]), tuple(cores[len(cores) // 2:] or cores))
+    workers = [Worker(cpus=halves[0], timing_lock=lock), Worker(cpus=halves[1], timing_lock=lock)]
+    m = mx.build_matrix("smoke", {"models": [MLP], "phases": ["infer"], "dtypes": ["float32"], "modes": ["default"],
+                                  "batch_sizes": [1, 2, 3, 4], "processes": 1, "blocks": 2, "steps_per_block": 2,
+                                  "warmup_steps": 1, "min_block_ms": 0, "warm_compile": False})
+    env = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
+    run_dir = collect(m, env, tmp_path, "turns", SubprocessLauncher(sys.executable), workers=workers)
+    rows = [r for f in (run_dir / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}, [r.get("error") for r in rows]
+    assert all(r["timing_wait_s"] and r["timing_wait_s"][0] >= 0 for r in rows)
+    assert {r["concurrent_cells"] for r in rows} == {2}
+    spans = []
+    for log in (run_dir / "logs").glob("mlp*.log"):
+        marks = [float(a or b) for a, b in HELD.findall(log.read_text())]
+        assert len(marks) == 2, log.read_text()[-2000:]
+        spans.append(tuple(marks))
+    spans.sort()
+    assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
