@@ -34,6 +34,11 @@
 #                                                        (make confirm; AA=X:Y in the environment judges each by its class's
 #                                                        A/A spread) again under both with 3 processes, into RUNc-torch<version>;
 #                                                        PROCESSES=1 is the screen's if the preset says otherwise
+#   bash benchmarks/gpu_machine/versions_gpu.sh turns RUN SECONDS [CELLS]  two cells at a time on one GPU against one at a
+#                                                        time, on one machine: PRESET (default
+#                                                        benchmarks/gpu_machine/resolve-h200.toml; CELLS narrows it) under the
+#                                                        image's python3 with GPUS=0,0 into RUN-2, then alone into RUN-1, in
+#                                                        SECONDS (the same call resumes); docs/scale-out.md
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -136,6 +141,14 @@ case $stage in
     lo=$(label "$old") && ln=$(label "$new") || exit 2
     [ "$lo" != "$ln" ] || ln=$ln-2
     PRESET=${PRESET:-suites} screen_confirm "$run" "$secs" "${3:-12}" "$run-$lo" "$run-$ln" "${AA:-}" "$lo=$old" "$ln=$new" ;;
+  turns)
+    run=$1 secs=$2 end=$((SECONDS + $2))
+    export CELLS=${3:-${CELLS:-}}
+    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-2" GPUS=0,0 \
+      STOP_AFTER="$secs" || exit
+    left=$((end - SECONDS)); [ $left -gt 30 ] || { echo "no time left for $run-1"; exit 0; }
+    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-1" \
+      STOP_AFTER="$left" ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -155,7 +168,7 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N]" \
+  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N] | turns RUN SECONDS [CELLS]" \
        "| aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
