@@ -84,27 +84,7 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
                      "squeue, asked before and after each cell): they share the node's CPUs and perhaps its GPU, "
                      "which slows launch-bound steps, and GPU-bound ones on a shared GPU. SLURM_EXCLUSIVE=1 "
                      "reserves the node.")
-    concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
-    if concurrent:
-        most = max(int(r["concurrent_cells"]) for r in concurrent)
-        if any(r.get("timing_wait_s") for r in concurrent):  # GPUS=0,0: workers sharing a GPU, timed in turn
-            notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running "
-                         "at once on this host, sharing a GPU (GPUS=0,0): their timed blocks took turns, but each "
-                         "was timed beside the other cell's compile (its host threads on the other half of the "
-                         "cores, the GPU kernels Inductor benchmarks on a first call), and its cold compile beside "
-                         "the other cell's work. Compare with cells measured alone before claiming a change.")
-        elif len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
-            notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running "
-                         "at once on this host, one per GPU, the CPU cores split between them (column gpu). "
-                         "GPU-bound steps are unaffected; launch-bound ones share the host with a neighbour that "
-                         "may be compiling: see the eager baselines across cells.")
-        else:  # seen on the host: nothing says which GPU the neighbour used
-            notes.append(f"{len(concurrent)} of {len(all_rows)} cells were measured with up to {most} cells running "
-                         "at once on their host, seen measuring on the host beside them (a shard, another "
-                         "collector, or SLURM tasks that the scheduler put on one node; SLURM_EXCLUSIVE=1 avoids "
-                         "it). A neighbour on the same GPU slows every step, GPU-bound ones too (on the H200 a "
-                         "ResNet-18 eager step took 16.1 ms beside another collector's cell against 7.5 ms "
-                         "alone): measure these cells again alone before quoting them.")
+    notes += _concurrency_notes(all_rows)
     settings = (run.manifest.get("environment") or {}).get("compile_env") or ""
     if settings:  # recorded since 2026-12-02 (collector.host.envinfo.compile_env)
         notes.append(f"Collected with torch.compile settings in the environment: {settings}. They apply to every "
@@ -112,6 +92,29 @@ def collection_notes(run, all_rows: list[dict]) -> list[str]:
                      + ("; with TORCH_LOGS the compiles also write their logs, which can lengthen the first "
                         "calls, not the timed steps" if "TORCH_LOGS=" in settings else "") + ".")
     return notes + _session_notes(sessions)
+
+
+def _concurrency_notes(all_rows: list[dict]) -> list[str]:
+    """What the rows' concurrent_cells say: the cells that ran beside another, and how."""
+    concurrent = [r for r in all_rows if (r["concurrent_cells"] or 1) > 1]
+    if not concurrent:
+        return []
+    head = (f"{len(concurrent)} of {len(all_rows)} cells were measured with up to "
+            f"{max(int(r['concurrent_cells']) for r in concurrent)} cells running at once on ")
+    if any(r.get("timing_wait_s") for r in concurrent):  # GPUS=0,0: workers sharing a GPU, timed in turn
+        return [head + "this host, sharing a GPU (GPUS=0,0): their timed blocks took turns, but each was timed "
+                "beside the other cell's compile (its host threads on the other half of the cores, the GPU kernels "
+                "Inductor benchmarks on a first call), and its cold compile beside the other cell's work. Compare "
+                "with cells measured alone before claiming a change."]
+    if len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
+        return [head + "this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound steps are "
+                "unaffected; launch-bound ones share the host with a neighbour that may be compiling: see the eager "
+                "baselines across cells."]
+    # seen on the host: nothing says which GPU the neighbour used
+    return [head + "their host, seen measuring on the host beside them (a shard, another collector, or SLURM tasks "
+            "that the scheduler put on one node; SLURM_EXCLUSIVE=1 avoids it). A neighbour on the same GPU slows "
+            "every step, GPU-bound ones too (on the H200 a ResNet-18 eager step took 16.1 ms beside another "
+            "collector's cell against 7.5 ms alone): measure these cells again alone before quoting them."]
 
 
 def _session_notes(sessions: list) -> list[str]:
