@@ -103,3 +103,25 @@ def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatc
         spans.append(tuple(marks))
     spans.sort()
     assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+
+
+def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alone(tmp_path, monkeypatch):
+    """A cell that runs out of memory on a shared GPU may fit alone: its row's error says so."""
+    from collector.host import neighbours
+    from collector.host.cell_measure import SHARED_GPU_OOM, measure_cell
+    from collector.host.launch import LauncherBase
+    from collector.plan import matrix as mx
+
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+
+    class Oom(LauncherBase):
+        def run(self, spec, cache_dir, log_path, timeout_s):
+            return {"status": "oom", "error": "during eager: OutOfMemoryError: CUDA out of memory"}
+
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "processes": 1})
+    env = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
+    shared = measure_cell(m.cells[0], m, env, "r", tmp_path, Oom(), worker=Worker(gpu=0, timing_lock="x"))
+    alone = measure_cell(m.cells[0], m, env, "r", tmp_path, Oom(), worker=Worker(gpu=0))
+    assert shared["status"] == alone["status"] == "oom"
+    assert shared["error"].startswith(SHARED_GPU_OOM) and "CUDA out of memory" in shared["error"]
+    assert alone["error"] == "during eager: OutOfMemoryError: CUDA out of memory"

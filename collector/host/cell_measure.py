@@ -92,6 +92,10 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     return row
 
 
+SHARED_GPU_OOM = ("out of memory on a GPU shared with another cell (GPUS=0,0): measure it alone with RETRY=1 "
+                  "and GPUS unset before reading it as the model's need.")
+
+
 @dataclass
 class _Jobs:
     """The processes of one cell: each run through the launcher with the cell's log and time limit,
@@ -225,6 +229,8 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         result["timing_wait_s"] = jobs.waits if any(w is not None for w in jobs.waits) else None
         if errors:
             result["process_errors"] = "; ".join(errors)
+        if worker.timing_lock and result.get("status") == "oom":  # the other cell on the GPU held memory too
+            result["error"] = (f"{SHARED_GPU_OOM} {result.get('error') or ''}")[:3000]
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     return schema.make_row({
