@@ -37,8 +37,9 @@
 #   bash benchmarks/gpu_machine/versions_gpu.sh turns RUN SECONDS [CELLS]  two cells at a time on one GPU against one at a
 #                                                        time, on one machine: PRESET (default
 #                                                        benchmarks/gpu_machine/resolve-h200.toml; CELLS narrows it) under the
-#                                                        image's python3 with GPUS=0,0 into RUN-2, then alone into RUN-1, in
-#                                                        SECONDS (the same call resumes); docs/scale-out.md
+#                                                        image's python3 with GPUS=0,0 into RUN-2 (TURNS_GPUS=0,0,0 in the
+#                                                        environment: three at a time, into RUN-3), then alone into RUN-1,
+#                                                        in SECONDS (the same call resumes); docs/scale-out.md
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -144,7 +145,8 @@ case $stage in
   turns)
     run=$1 secs=$2 end=$((SECONDS + $2))
     export CELLS=${3:-${CELLS:-}}
-    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-2" GPUS=0,0 \
+    gpus=${TURNS_GPUS:-0,0} n=$(tr ',' '\n' <<< "${TURNS_GPUS:-0,0}" | wc -l)
+    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-$n" GPUS="$gpus" \
       STOP_AFTER="$secs" || exit
     left=$((end - SECONDS)); [ $left -gt 30 ] || { echo "no time left for $run-1"; exit 0; }
     make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-1" \
