@@ -39,7 +39,7 @@ def pct(new: float | None, old: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("alone", type=Path, help="the run of one cell at a time (tn-1)")
-    ap.add_argument("shared", type=Path, help="the run of two cells a GPU (tn-2)")
+    ap.add_argument("shared", type=Path, help="the run of two or more cells a GPU (tn-2, tn-3)")
     args = ap.parse_args(argv)
     a, b = rows_of(args.alone), rows_of(args.shared)
     med = lambda r, k: statistics.median(r[k]) if r.get(k) else None  # noqa: E731
