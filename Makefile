@@ -160,7 +160,7 @@ gate: $(REPORT_DEPS) ## fail (exit 1) on a called regression beyond MAX_REGRESSI
 test: $(COLLECT_DEPS) ## run the test suite (includes a real inductor compile on the CPU)
 	$(PY) -m pytest -q --durations=15 tests
 
-test-fast: $(COLLECT_DEPS) ## the suite without the slow, compiling, real-SLURM and browser tests (about 2 min)
+test-fast: $(COLLECT_DEPS) ## the suite without the slow, compiling, real-SLURM and browser tests (about 6 min)
 	$(PY) -m pytest -q -m "not slow and not compile and not slurm and not browser" tests
 
 bench: $(COLLECT_DEPS) ## harness overhead and 10,000-cell report benchmarks (docs/performance.md)
