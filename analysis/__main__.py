@@ -36,7 +36,7 @@ from analysis.compare_report import repeats
 
 from analysis.stats import core as stats
 from analysis.run_report.context import build_run_report, prepare
-from analysis.data.load import DataError, discover_runs, load, unknown_runs
+from analysis.data.load import DataError, discover_runs, load, own_ids, unknown_runs
 from analysis.compare_report.compare import build_compare_report
 from analysis.stats.history import History
 from analysis.render.pages import render, render_compare
@@ -132,7 +132,7 @@ def _select(args, runs: list, repeat_ids: list):
         known = {r.run_id for r in runs}
         unknown = [x for x in args.run if x not in known]
         if unknown:
-            raise DataError(unknown_runs(unknown, known))
+            raise DataError(unknown_runs(unknown, known, own_ids(runs)))
         runs = [r for r in runs if r.run_id in args.run]
     elif not args.data and not args.all and (pub := index.published()) is not None:
         # a newcomer's `make report`: their runs and the published examples, not the evidence runs

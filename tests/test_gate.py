@@ -196,6 +196,24 @@ def test_an_unknown_run_names_the_closest_ids_not_every_run(capsys):
     assert unknown_runs(["zzz"], ["a"]) == "unknown run(s) zzz; available: a"
 
 
+def test_an_unknown_run_names_the_users_own_runs_and_the_ids_it_begins_first(tmp_path):
+    """A newcomer who typed the start of their run's id was offered three shipped examples instead
+    (`smoke-cpu-torch2.13` -> smoke-cpu-torch2.13.0-b, -a, smoke-cpu-torch2.14.1), and the listing
+    began with the examples."""
+    from analysis.data.load import Run, own_ids, unknown_runs
+
+    examples = [f"smoke-cpu-torch2.13.0-{x}" for x in "ab"] + ["smoke-cpu-torch2.14.1"] + [f"ex-{i:03d}" for i in range(20)]
+    runs = [Run(x, tmp_path / "data" / "examples" / x, {}) for x in examples]
+    runs.append(Run("smoke-cpu-torch2.13.0-cpu", tmp_path / "data" / "runs" / "smoke-cpu-torch2.13.0-cpu", {}))
+    known = [r.run_id for r in runs]
+    assert own_ids(runs) == {"smoke-cpu-torch2.13.0-cpu"}
+    text = unknown_runs(["smoke-cpu-torch2.13"], known, own_ids(runs))
+    assert "(closest: smoke-cpu-torch2.13.0-cpu, smoke-cpu-torch2.13.0-a, smoke-cpu-torch2.13.0-b)" in text
+    assert text.split("; available: ")[1].startswith("smoke-cpu-torch2.13.0-cpu, ex-000")
+    # without the user's runs named, the old order: the examples sorted
+    assert unknown_runs(["zzz"], known).split("; available: ")[1].startswith("ex-000")
+
+
 def _est(q, point, call="regressed"):
     from analysis.stats.estimates import Estimate
 

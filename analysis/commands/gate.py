@@ -136,7 +136,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _report(args):
     """(the comparison report, the bound, the gated quantities); ValueError or DataError on bad input."""
     from analysis.compare_report.compare import build_compare_report
-    from analysis.data.load import discover_runs, load, unknown_runs
+    from analysis.data.load import discover_runs, load, own_ids, unknown_runs
     from analysis.run_report.context import prepare
 
     bound = parse_bound(args.max_regression)
@@ -150,7 +150,7 @@ def _report(args):
     ids = [args.baseline, args.candidate] + [x for pair in pairs for x in pair]
     missing = [x for x in dict.fromkeys(ids) if x not in runs]
     if missing:
-        raise ValueError(unknown_runs(missing, runs))
+        raise ValueError(unknown_runs(missing, runs, own_ids(runs.values())))
     a, b = runs[args.baseline], runs[args.candidate]
     loaded = load([runs[x] for x in dict.fromkeys(ids)])
     prepare(loaded)

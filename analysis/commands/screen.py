@@ -208,7 +208,7 @@ def _screens(args):
     """(the runs by id, the two screens' cell pairs, the threshold and where it came from); ValueError or
     DataError on bad input."""
     from analysis.commands.gate import parse_bound
-    from analysis.data.load import discover_runs, load, sql, unknown_runs
+    from analysis.data.load import discover_runs, load, own_ids, sql, unknown_runs
     from analysis.run_report.context import prepare
 
     if args.processes < 2:
@@ -220,7 +220,7 @@ def _screens(args):
         raise ValueError(f"--aa takes two run ids as X:Y (got {args.aa!r})")
     missing = [x for x in [args.baseline, args.candidate, *aa] if x not in runs]
     if missing:
-        raise ValueError(unknown_runs(missing, runs))
+        raise ValueError(unknown_runs(missing, runs, own_ids(runs.values())))
     loaded = load([runs[x] for x in dict.fromkeys([args.baseline, args.candidate, *aa])])
     prepare(loaded)
 

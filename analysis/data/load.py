@@ -35,19 +35,27 @@ class DataError(ValueError):
 SHOWN_RUNS = 12  # run ids an unknown-run message lists when none is close
 
 
-def unknown_runs(missing: list[str], known) -> str:
+def unknown_runs(missing: list[str], known, own=()) -> str:
     """The message for run ids not found: each one's closest known ids, or the first SHOWN_RUNS ids and how
-    many more there are (a data folder can hold 160 runs: one long line helps no one)."""
+    many more there are (a data folder can hold 160 runs: one long line helps no one). `own`: the ids of
+    the user's runs (not the shipped examples), named first in both, as are ids the typed one begins."""
     import difflib
 
-    known = sorted(known)
+    own = set(own) & set(known)
+    known = sorted(own) + sorted(set(known) - own)  # the user's runs first, then the examples
     parts = []
     for x in missing:
-        close = difflib.get_close_matches(x, known, n=3, cutoff=0.6)
+        close = [k for k in known if k.startswith(x)][:3]
+        close += [k for k in difflib.get_close_matches(x, known, n=3, cutoff=0.6) if k not in close][:3 - len(close)]
         parts.append(f"{x} (closest: {', '.join(close)})" if close else x)
     listing = ", ".join(known[:SHOWN_RUNS]) + (f" and {len(known) - SHOWN_RUNS} more (data/examples/INDEX.md lists "
                                                "the examples)" if len(known) > SHOWN_RUNS else "")
     return f"unknown run(s) {'; '.join(parts)}; available: {listing or 'none'}"
+
+
+def own_ids(runs) -> set[str]:
+    """The ids of the user's runs among `runs` (Run objects): every run not in an `examples` folder."""
+    return {r.run_id for r in runs if r.path.parent.name != "examples"}
 
 
 @dataclass(frozen=True)
