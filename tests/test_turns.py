@@ -125,3 +125,30 @@ def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alo
     assert shared["status"] == alone["status"] == "oom"
     assert shared["error"].startswith(SHARED_GPU_OOM) and "CUDA out of memory" in shared["error"]
     assert alone["error"] == "during eager: OutOfMemoryError: CUDA out of memory"
+
+
+def _run_of(folder: Path, cells: dict) -> Path:
+    """A run folder whose cells hold only what turns_compare reads: cell id -> (start s, wall s, compiled ms)."""
+    import pyarrow as pa
+
+    (folder / "cells").mkdir(parents=True)
+    for cid, (start, wall, compiled) in cells.items():
+        row = {"cell_id": cid, "status": "ok", "eager_step_ms": [10.0], "compiled_step_ms": [compiled],
+               "first_call_compiled_s": 20.0, "timing_wait_s": [1.5],
+               "started_at": f"2026-12-05T10:00:{start:02d}+00:00", "cell_wall_s": float(wall)}
+        pq.write_table(pa.Table.from_pylist([row]), folder / "cells" / f"{cid}.parquet")
+    return folder
+
+
+def test_turns_compare_counts_the_runs_collected_beside_the_shared_one_in_its_pace(tmp_path):
+    """The shared protocol's run is interleaved with its planted twin: alone its span held the twin's cells
+    too, and its cells an hour came out at half the protocol's."""
+    alone = _run_of(tmp_path / "tn-1", {"a": (0, 20, 5.0), "b": (20, 20, 5.0)})  # 2 cells in 40 s
+    shared = _run_of(tmp_path / "tn-3-s", {"a": (0, 20, 5.5), "b": (10, 20, 5.0)})
+    planted = _run_of(tmp_path / "tn-3-p5", {"a": (5, 20, 5.8), "b": (15, 20, 5.3)})  # 4 cells in 35 s
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "turns_compare.py"
+    out = subprocess.run([sys.executable, str(script), str(alone), str(shared), str(planted)], capture_output=True,
+                         text=True, check=True).stdout
+    assert re.search(r"^a\s+\+10\.0%\s+\+0\.0%\s+-9\.1%\s+\+0\.0%\s+1\.5$", out, re.M), out
+    assert "# tn-1: 2 cells in 40 s, median cell 20.0 s, 180 cells an hour" in out
+    assert "# tn-3-s + tn-3-p5: 4 cells in 35 s, median cell 20.0 s, 411 cells an hour" in out

@@ -34,12 +34,15 @@
 #                                                        (make confirm; AA=X:Y in the environment judges each by its class's
 #                                                        A/A spread) again under both with 3 processes, into RUNc-torch<version>;
 #                                                        PROCESSES=1 is the screen's if the preset says otherwise
-#   bash benchmarks/gpu_machine/versions_gpu.sh turns RUN SECONDS [CELLS]  two cells at a time on one GPU against one at a
-#                                                        time, on one machine: PRESET (default
+#   bash benchmarks/gpu_machine/versions_gpu.sh turns RUN SECONDS [CELLS]  several cells at a time on one GPU against one at a
+#                                                        time, on one machine, PROCESSES (default 3) a cell so that a change
+#                                                        can be called: PRESET (default
 #                                                        benchmarks/gpu_machine/resolve-h200.toml; CELLS narrows it) under the
-#                                                        image's python3 with GPUS=0,0 into RUN-2 (TURNS_GPUS=0,0,0 in the
-#                                                        environment: three at a time, into RUN-3), then alone into RUN-1,
-#                                                        in SECONDS (the same call resumes); docs/scale-out.md
+#                                                        image's python3 twice with GPUS=TURNS_GPUS (default 0,0), interleaved,
+#                                                        into RUN-N-s and RUN-N-p5 (every compiled step slowed by 5%; N the
+#                                                        cells at a time), then alone into RUN-1, in SECONDS (the same call
+#                                                        resumes); TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
+#                                                        docs/scale-out.md
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -145,12 +148,12 @@ case $stage in
   turns)
     run=$1 secs=$2 end=$((SECONDS + $2))
     export CELLS=${3:-${CELLS:-}}
-    gpus=${TURNS_GPUS:-0,0} n=$(tr ',' '\n' <<< "${TURNS_GPUS:-0,0}" | wc -l)
-    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-$n" GPUS="$gpus" \
-      STOP_AFTER="$secs" || exit
+    gpus=${TURNS_GPUS:-0,0}; n=$(tr ',' '\n' <<< "$gpus" | wc -l); [ "$gpus" = none ] && gpus= n=0
+    preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
+    make collect PYTHON=python3 PRESET="$preset" RUN="$run-$n" GPUS="$gpus" PROCESSES="${PROCESSES:-3}" \
+      PYTHONS="s=python3 p5=python3" PLANT_SLOWDOWN=5 PLANT_ON=p5 STOP_AFTER="$secs" || exit
     left=$((end - SECONDS)); [ $left -gt 30 ] || { echo "no time left for $run-1"; exit 0; }
-    make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-1" \
-      STOP_AFTER="$left" ;;
+    make collect PYTHON=python3 PRESET="$preset" RUN="$run-1" PROCESSES="${PROCESSES:-3}" STOP_AFTER="$left" ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
