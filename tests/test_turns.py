@@ -73,10 +73,11 @@ def test_a_cell_waits_for_the_timing_lock_before_its_first_timed_block(tmp_path)
 
 @pytest.mark.compile
 @pytest.mark.slow
-def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatch):
+def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatch, capsys):
     """The real collector path: two workers sharing a lock (as GPUS=0,0 plans them; on the CPU with no
     GPU index), four tiny cells through fresh cell processes. Every row lists its processes' waits,
-    the rows say two cells ran at once, and the lock's held intervals in the cells' logs never overlap."""
+    the rows say two cells ran at once, the lock's held intervals in the cells' logs never overlap, and
+    each cell's progress line says how long it waited for its turn."""
     from collector.host import neighbours
     from collector.host.launch import SubprocessLauncher
     from collector.host.runner import collect
@@ -96,6 +97,9 @@ def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatc
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}, [r.get("error") for r in rows]
     assert all(r["timing_wait_s"] and r["timing_wait_s"][0] >= 0 for r in rows)
     assert {r["concurrent_cells"] for r in rows} == {2}
+    said = capsys.readouterr()
+    waited = re.findall(r"-> .*\bok, .*waited (\d+\.\d) s for the GPU's timing turn", said.out + said.err)
+    assert len(waited) == 4, waited
     spans = []
     for log in (run_dir / "logs").glob("mlp*.log"):
         marks = [float(a or b) for a, b in HELD.findall(log.read_text())]

@@ -44,7 +44,7 @@ def _process_spread(row: dict) -> float:
 
 def outcome_line(row: dict) -> str:
     """One-line result of a finished cell: status, medians, speedup (and how far the processes'
-    speedups spread), compile time."""
+    speedups spread), compile time, and on a shared GPU the wait for the timing turn."""
     eager, comp = side_ms(row, "eager_step_ms"), side_ms(row, "compiled_step_ms")
     parts = [row["status"]]
     if eager is not None:
@@ -62,6 +62,9 @@ def outcome_line(row: dict) -> str:
         parts.append(f"first call {row['first_call_compiled_s']:.1f} s")
     if row.get("warm_first_call_compiled_s") is not None:
         parts.append(f"warm {row['warm_first_call_compiled_s']:.1f} s")
+    waits = [w for w in row.get("timing_wait_s") or [] if w is not None]
+    if waits:  # a GPU shared with other cells (GPUS=0,0): their timed sections went first
+        parts.append(f"waited {sum(waits):.1f} s for the GPU's timing turn")
     if row.get("error") and row["status"] != "ok":
         parts.append(row["error"].splitlines()[0][:160])
     return ", ".join(parts)
