@@ -18,6 +18,8 @@ import pytest
 from collector.host.workers import TIMING_LOCK_ENV, Worker, plan_workers, timing_lock_path
 from collector.plan.matrix import Protocol
 
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
 ROOT = Path(__file__).resolve().parents[1]
 MLP = "mlp:d_model=16,hidden=32"
 HELD = re.compile(r"timing lock taken after [0-9.]+ s \(at ([0-9.]+)\)|timing lock released \(at ([0-9.]+)\)")
@@ -107,6 +109,9 @@ def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatc
         spans.append(tuple(marks))
     spans.sort()
     assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    # the logs' clocks put every process on one time line: no two timed at once, each timed beside the other's work
+    out = subprocess.run([sys.executable, str(BENCH / "turns_overlap.py"), str(run_dir)], capture_output=True, text=True)
+    assert out.returncode == 0 and "# 4 timed processes" in out.stdout and "CLASH" not in out.stdout, out.stdout
 
 
 def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alone(tmp_path, monkeypatch):
@@ -150,9 +155,44 @@ def test_turns_compare_counts_the_runs_collected_beside_the_shared_one_in_its_pa
     alone = _run_of(tmp_path / "tn-1", {"a": (0, 20, 5.0), "b": (20, 20, 5.0)})  # 2 cells in 40 s
     shared = _run_of(tmp_path / "tn-3-s", {"a": (0, 20, 5.5), "b": (10, 20, 5.0)})
     planted = _run_of(tmp_path / "tn-3-p5", {"a": (5, 20, 5.8), "b": (15, 20, 5.3)})  # 4 cells in 35 s
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "turns_compare.py"
+    script = BENCH / "turns_compare.py"
     out = subprocess.run([sys.executable, str(script), str(alone), str(shared), str(planted)], capture_output=True,
                          text=True, check=True).stdout
     assert re.search(r"^a\s+\+10\.0%\s+\+0\.0%\s+-9\.1%\s+\+0\.0%\s+1\.5$", out, re.M), out
     assert "# tn-1: 2 cells in 40 s, median cell 20.0 s, 180 cells an hour" in out
     assert "# tn-3-s + tn-3-p5: 4 cells in 35 s, median cell 20.0 s, 411 cells an hour" in out
+
+
+def _log(folder: Path, cell: str, epoch: float, lines: list[tuple[float, str]]) -> None:
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    body = "".join(f"[cell +{t:6.1f}s] {text}\n" for t, text in lines)
+    with open(folder / "logs" / f"{cell}.log", "a") as f:
+        f.write(f"\n=== 2026-12-05T10:00:00 cold (forked) ===\n[cell +   0.0s] setup (cold process; clock at epoch "
+                f"{epoch:.2f})\n" + body)
+
+
+def _cell_b(folder: Path, taken: float) -> None:
+    _log(folder, "b", 1001.0, [(1.0, "eager first call 0.10 s, warmed up"), (4.0, "compiled first call 3.00 s (cold cache)"),
+                               (taken - 1001.0, f"timing lock taken after 0.50 s (at {taken:.3f})"),
+                               (taken - 1001.0 + 0.3, "timed 8 blocks"), (taken - 1001.0 + 0.5,
+                                                                         f"timing lock released (at {taken + 0.5:.3f})")])
+
+
+@pytest.mark.parametrize("b_taken, clash", [(1005.5, False), (1004.0, True)])
+def test_turns_overlap_puts_what_the_neighbours_did_beside_each_timed_section(tmp_path, b_taken, clash):
+    """Cell a is timed from 1003.0 to 1004.5 (its lock's epochs); cell b compiles from 1002.0 to 1005.0 on
+    its own clock (epoch 1001.0): 1.5 s of a's timed section ran beside b's compile. If b's lock had been
+    taken at 1004.0, the two would have been timed at once: named, exit 1."""
+    _log(tmp_path, "a", 1000.0, [(2.0, "compiled first call 1.90 s (cold cache)"),
+                                 (3.0, "timing lock taken after 0.00 s (at 1003.000)"), (4.0, "timed 8 blocks"),
+                                 (4.5, "timing lock released (at 1004.500)")])
+    _cell_b(tmp_path, b_taken)
+    out = subprocess.run([sys.executable, str(BENCH / "turns_overlap.py"), str(tmp_path)], capture_output=True,
+                         text=True)
+    line_a = next(x for x in out.stdout.splitlines() if x.startswith("a "))
+    if not clash:
+        assert out.returncode == 0 and "CLASH" not in out.stdout, out.stdout
+        assert re.search(r"\b1\.50\s+compiled first call \(compile\) 1\.50$", line_a), out.stdout
+        assert "# 2 timed processes, 2.0 s timed" in out.stdout, out.stdout
+    else:
+        assert out.returncode == 1 and "CLASH: a (cold) and b (cold) timed at once for 0.50 s" in out.stdout, out.stdout

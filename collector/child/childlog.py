@@ -11,6 +11,11 @@ T0 = time.perf_counter()  # the log's clock (collector.child.cell.main restarts 
 _partial: dict = {}  # {"path": Path, "result": CellResult} while run_cell runs with a partial file
 
 
+def epoch_of_clock() -> float:
+    """The epoch (time.time()) at which the log's clock read 0: a line at +t happened at this + t."""
+    return time.time() - (time.perf_counter() - T0)
+
+
 def log(msg: str) -> None:
     """A time-stamped line in the cell's log (where the minutes of a cell go); saves the partial result."""
     print(f"[cell +{time.perf_counter() - T0:6.1f}s] {msg}", flush=True)

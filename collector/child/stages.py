@@ -15,7 +15,7 @@ from collector.child import diagnostics
 from collector.record.result import CellResult
 
 from collector import models
-from collector.child.childlog import log
+from collector.child.childlog import epoch_of_clock, log
 from collector.child.accuracy import ERROR_MULTIPLIER, _check_accuracy
 from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
@@ -142,7 +142,8 @@ def _needs_missing(job, result: CellResult) -> bool:
 
 def _start(job, result: CellResult, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
-    log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'})")
+    log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'}; clock at epoch "
+        f"{epoch_of_clock():.2f})")  # every line's time on one clock across processes: turns_overlap.py
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result)
     log(f"torch imported, model built on {dev}")
     from collector.child.timing import CpuClock, CudaClock

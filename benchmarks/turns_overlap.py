@@ -1,0 +1,113 @@
+"""What the other cells on a shared GPU (GPUS=0,0) were doing while a cell was timed, from the cell logs.
+
+    python benchmarks/turns_overlap.py data/runs/tn-3-s data/runs/tn-3-p5
+
+The runs collected together (the shared run and its interleaved twin). Each cell process logs its
+stages on a clock whose epoch its setup line gives (`clock at epoch ...`; older logs lack it and are
+left out), and the timing lock's taken and released epochs. Per cell process that was timed: its
+timed seconds (the lock held; without a lock, the timing stage) and how many of them the other
+processes spent in each stage (benchmarks/cell_time.py's names: the cold compile, the eager warm-up,
+...). Then over all of them: the share of the timed time beside each stage. Two timed sections at
+once would mean the turns failed: each is printed, and the exit code is 1.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cell_time import HEADER, LINE, STAGES  # noqa: E402
+
+EPOCH = re.compile(r"clock at epoch ([0-9.]+)\)")
+TAKEN = re.compile(r"timing lock taken after [0-9.]+ s \(at ([0-9.]+)\)")
+RELEASED = re.compile(r"timing lock released \(at ([0-9.]+)\)")
+TIMED = "timing"
+SLACK = 0.05  # s: the log's 0.1 s resolution
+
+
+def stage_of(text: str) -> str:
+    if TAKEN.match(text):
+        return "waiting for the timing lock"
+    return next((name for name, starts in STAGES if text.startswith(starts)), "other")
+
+
+def processes(log: Path) -> list[dict]:
+    """Each process section with a clock epoch: its cell, kind, stages as (start, end, name) epochs, and
+    its timed interval (the lock held, else the timing stage), or None."""
+    out, cur = [], None
+    for line in log.read_text(errors="replace").splitlines():
+        if h := HEADER.match(line):
+            cur = {"cell": log.stem, "kind": h.group(1), "events": [], "epoch": None}
+            out.append(cur)
+        elif cur is not None and (m := LINE.match(line)):
+            cur["events"].append((float(m.group(1)), m.group(2)))
+            if e := EPOCH.search(m.group(2)):
+                cur["epoch"] = float(e.group(1))
+    procs = []
+    for p in out:
+        if p["epoch"] is None:
+            continue
+        times = [(p["epoch"] + t, text) for t, text in p["events"]]
+        p["stages"] = [(a, b, stage_of(text)) for (a, _), (b, text) in zip(times, times[1:])]
+        taken = [float(m.group(1)) for _, text in times if (m := TAKEN.match(text))]
+        released = [float(m.group(1)) for _, text in times if (m := RELEASED.match(text))]
+        timing = [(a, b) for a, b, name in p["stages"] if name == TIMED]
+        p["timed"] = (taken[0], released[-1]) if taken and released else timing[0] if timing else None
+        procs.append(p)
+    return procs
+
+
+def overlap(a: tuple, b: tuple) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def beside(procs: list[dict]) -> tuple[list[dict], list[str]]:
+    """Per timed process: {cell, kind, timed_s, stages: {name: seconds beside it}}; and the clashes."""
+    rows, clashes = [], []
+    for i, p in enumerate(procs):
+        if p["timed"] is None:
+            continue
+        got: dict[str, float] = {}
+        for j, q in enumerate(procs):
+            if j == i:
+                continue
+            if q["timed"] is not None and j > i and overlap(p["timed"], q["timed"]) > SLACK:
+                clashes.append(f"{p['cell']} ({p['kind']}) and {q['cell']} ({q['kind']}) timed at once for "
+                               f"{overlap(p['timed'], q['timed']):.2f} s")
+            for a, b, name in q["stages"]:
+                if (s := overlap(p["timed"], (a, b))) > 0:
+                    got[name] = got.get(name, 0.0) + s
+        rows.append({"cell": p["cell"], "kind": p["kind"], "timed_s": p["timed"][1] - p["timed"][0], "stages": got})
+    return rows, clashes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", type=Path, nargs="+", help="run folders collected together (tn-3-s tn-3-p5)")
+    args = ap.parse_args(argv)
+    procs = [p for run in args.runs for log in sorted((run / "logs").glob("*.log")) if log.stem != "launcher"
+             for p in processes(log)]
+    rows, clashes = beside(procs)
+    if not rows:
+        print("no timed process with a clock epoch in these logs (runs collected before the epoch was logged?)")
+        return 0
+    total: dict[str, float] = {}
+    print(f"{'cell':58} {'process':11} {'timed s':>8}  beside it (s of other processes' stages)")
+    for r in rows:
+        top = sorted(r["stages"].items(), key=lambda kv: -kv[1])
+        print(f"{r['cell'][:58]:58} {r['kind']:11} {r['timed_s']:8.2f}  "
+              + (", ".join(f"{n} {s:.2f}" for n, s in top[:4]) or "nothing"))
+        for n, s in r["stages"].items():
+            total[n] = total.get(n, 0.0) + s
+    timed = sum(r["timed_s"] for r in rows)
+    print(f"# {len(rows)} timed processes, {timed:.1f} s timed; beside them: "
+          + (", ".join(f"{n} {s / timed:.0%}" for n, s in sorted(total.items(), key=lambda kv: -kv[1])) or "nothing"))
+    for c in clashes:
+        print(f"CLASH: {c}")
+    return 1 if clashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
