@@ -39,7 +39,7 @@ def processes(log: Path) -> list[dict]:
     out, cur = [], None
     for line in log.read_text(errors="replace").splitlines():
         if h := HEADER.match(line):
-            cur = {"cell": log.stem, "kind": h.group(1), "events": [], "epoch": None}
+            cur = {"run": log.parent.parent.name, "cell": log.stem, "kind": h.group(1), "events": [], "epoch": None}
             out.append(cur)
         elif cur is not None and (m := LINE.match(line)):
             cur["events"].append((float(m.group(1)), m.group(2)))
@@ -74,12 +74,13 @@ def beside(procs: list[dict]) -> tuple[list[dict], list[str]]:
             if j == i:
                 continue
             if q["timed"] is not None and j > i and overlap(p["timed"], q["timed"]) > SLACK:
-                clashes.append(f"{p['cell']} ({p['kind']}) and {q['cell']} ({q['kind']}) timed at once for "
+                clashes.append(f"{p['run']}/{p['cell']} ({p['kind']}) and {q['run']}/{q['cell']} ({q['kind']}) timed at once for "
                                f"{overlap(p['timed'], q['timed']):.2f} s")
             for a, b, name in q["stages"]:
                 if (s := overlap(p["timed"], (a, b))) > 0:
                     got[name] = got.get(name, 0.0) + s
-        rows.append({"cell": p["cell"], "kind": p["kind"], "timed_s": p["timed"][1] - p["timed"][0], "stages": got})
+        rows.append({"run": p["run"], "cell": p["cell"], "kind": p["kind"], "timed_s": p["timed"][1] - p["timed"][0],
+                     "stages": got})
     return rows, clashes
 
 
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no timed process with a clock epoch in these logs (runs collected before the epoch was logged?)")
         return 0
     total: dict[str, float] = {}
-    print(f"{'cell':58} {'process':11} {'timed s':>8}  beside it (s of other processes' stages)")
+    print(f"{'run':12} {'cell':50} {'process':11} {'timed s':>8}  beside it (s of other processes' stages)")
     for r in rows:
         top = sorted(r["stages"].items(), key=lambda kv: -kv[1])
-        print(f"{r['cell'][:58]:58} {r['kind']:11} {r['timed_s']:8.2f}  "
+        print(f"{r['run'][:12]:12} {r['cell'][:50]:50} {r['kind']:11} {r['timed_s']:8.2f}  "
               + (", ".join(f"{n} {s:.2f}" for n, s in top[:4]) or "nothing"))
         for n, s in r["stages"].items():
             total[n] = total.get(n, 0.0) + s
