@@ -11,7 +11,8 @@ quantity the script prints how many of their paired cells could be called (a cel
 several processes in both runs, a side that is not launch-bound) and how many were.
 
 Planted pairs: a run with a planted slowdown of the compiled step (PLANT_SLOWDOWN, >= 5%) against an
-unplanted run of the same device, torch, machine, preset and protocol otherwise. Per planted cell whose
+unplanted run of the same device, torch, machine, preset and protocol otherwise. Runs that put two
+or more cells on one GPU at a time (`GPUS=0,0`) are left out of both: another protocol, checked on its own. Per planted cell whose
 compiled side is not launch-bound in either run (GPU-bound, where the plant is the GPU time it adds):
 is its compiled-step change called a regression? A miss is listed.
 
@@ -65,12 +66,22 @@ def setup(run) -> tuple:
                          for s in run.manifest.get("sessions") or []}, key=str))
 
 
+def shares_gpu(run) -> bool:
+    """Whether a command of the run put two cells on one GPU (GPUS=0,0): another protocol, whose own
+    A/A and plant are docs/validation.md's, not this budget's."""
+    for s in run.manifest.get("sessions") or []:
+        gpus = [w.get("gpu") for w in s.get("workers") or [] if w.get("gpu") is not None]
+        if len(gpus) != len(set(gpus)):
+            return True
+    return False
+
+
 def groups(runs) -> dict:
-    """(device name, torch build) -> runs, for runs with a manifest and cells."""
+    """(device name, torch build) -> runs, for runs with a manifest and cells, one cell a GPU."""
     out = defaultdict(list)
     for r in runs:
         env = r.env
-        if r.files and env.get("device_name") and env.get("torch_version"):
+        if r.files and env.get("device_name") and env.get("torch_version") and not shares_gpu(r):
             out[(env["device_name"], env["torch_version"])].append(r)
     return out
 
