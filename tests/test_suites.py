@@ -254,3 +254,26 @@ def test_a_model_run_with_fewer_layers_than_published_is_named_under_the_suite_t
     changes = suites.compare_rows(rows[2:], rows)
     assert suites.reduced_line(changes) == line
     assert Verdict(suites=suites.run_rows(rows[2:])).suites_reduced == ""
+
+
+@pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
+@pytest.mark.evidence
+def test_the_real_model_confirmation_calls_no_aa_and_every_plant():
+    """The H100 confirmation of the suite screen's moved cells (data/examples/rs-h100c-*, 9 real models,
+    3 processes a side, docs/validation.md): the gate passes the A/A and fails the planted 5% at 2%, and
+    every planted cell's compiled step is called while no A/A quantity is."""
+    import subprocess
+    import sys
+
+    from analysis.__main__ import main as analysis_main
+    from conftest import ROOT
+
+    data = ["--data", str(ROOT / "data" / "examples"), "--allow-mismatch", "--max-regression", "2%"]
+    assert analysis_main(["gate", *data, "--baseline", "rs-h100c-a", "--candidate", "rs-h100c-b"]) == 0
+    assert analysis_main(["gate", *data, "--baseline", "rs-h100c-a", "--candidate", "rs-h100c-p5"]) == 1
+    out = subprocess.run([sys.executable, "benchmarks/screen_resolution.py", "rs-h100", "--confirm", "rs-h100c"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True).stdout
+    aa = next(line for line in out.splitlines() if line.startswith("confirmation A/A"))
+    planted = next(line for line in out.splitlines() if line.startswith("confirmation planted"))
+    assert "9 cells timed in several processes" in aa and aa.count(": 0 called of 9") == 6, aa
+    assert "compiled: 9 called of 9" in planted and "eager: 0 called of 9" in planted, planted
