@@ -8,7 +8,8 @@ left out), and the timing lock's taken and released epochs. Per cell process tha
 timed seconds (the lock held; without a lock, the timing stage) and how many of them the other
 processes spent in each stage (benchmarks/cell_time.py's names: the cold compile, the eager warm-up,
 ...). Then over all of them: the share of the timed time beside each stage. Two timed sections at
-once would mean the turns failed: each is printed, and the exit code is 1.
+once, or another process's GPU turn (its untimed work on the GPU, held shared: collector/child/turns.py)
+during a timed section, would mean the turns failed: each is printed, and the exit code is 1.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from cell_time import HEADER, LINE, STAGES  # noqa: E402
 EPOCH = re.compile(r"clock at epoch ([0-9.]+)\)")
 TAKEN = re.compile(r"timing lock taken after [0-9.]+ s \(at ([0-9.]+)\)")
 RELEASED = re.compile(r"timing lock released \(at ([0-9.]+)\)")
+TURN = re.compile(r"GPU turn for (.+) after [0-9.]+ s \(at ([0-9.]+)\)")
+TURN_END = re.compile(r"GPU turn for (.+) released \(at ([0-9.]+)\)")
 TIMED = "timing"
 SLACK = 0.05  # s: the log's 0.1 s resolution
 
@@ -30,6 +33,8 @@ SLACK = 0.05  # s: the log's 0.1 s resolution
 def stage_of(text: str) -> str:
     if TAKEN.match(text):
         return "waiting for the timing lock"
+    if TURN.match(text):
+        return "waiting for a GPU turn"
     return next((name for name, starts in STAGES if text.startswith(starts)), "other")
 
 
@@ -55,6 +60,9 @@ def processes(log: Path) -> list[dict]:
         released = [float(m.group(1)) for _, text in times if (m := RELEASED.match(text))]
         timing = [(a, b) for a, b, name in p["stages"] if name == TIMED]
         p["timed"] = (taken[0], released[-1]) if taken and released else timing[0] if timing else None
+        starts = [(m.group(1), float(m.group(2))) for _, text in times if (m := TURN.match(text))]
+        ends = {m.group(1): float(m.group(2)) for _, text in times if (m := TURN_END.match(text))}
+        p["turns"] = [(what, at, ends.get(what, times[-1][0])) for what, at in starts]  # unreleased: to the end
         procs.append(p)
     return procs
 
@@ -76,6 +84,10 @@ def beside(procs: list[dict]) -> tuple[list[dict], list[str]]:
             if q["timed"] is not None and j > i and overlap(p["timed"], q["timed"]) > SLACK:
                 clashes.append(f"{p['run']}/{p['cell']} ({p['kind']}) and {q['run']}/{q['cell']} ({q['kind']}) timed at once for "
                                f"{overlap(p['timed'], q['timed']):.2f} s")
+            for what, a, b in q["turns"]:
+                if overlap(p["timed"], (a, b)) > SLACK:
+                    clashes.append(f"{q['run']}/{q['cell']} ({q['kind']}) in its GPU turn for {what} while "
+                                   f"{p['run']}/{p['cell']} ({p['kind']}) was timed, for {overlap(p['timed'], (a, b)):.2f} s")
             for a, b, name in q["stages"]:
                 if (s := overlap(p["timed"], (a, b))) > 0:
                     got[name] = got.get(name, 0.0) + s

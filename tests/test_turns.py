@@ -44,23 +44,34 @@ def test_a_gpu_listed_twice_gives_two_workers_one_lock_and_their_own_cores(monke
     assert all(w.timing_lock is None for w in plan_workers([0, 1]))
 
 
-@pytest.mark.compile
-def test_a_cell_waits_for_the_timing_lock_before_its_first_timed_block(tmp_path):
-    """The lock held here: the cell compiles, then waits; released 1.5 s after it said so, it times
-    and reports the wait. Without the wait, timing_wait_s would be near 0 and the test fails."""
+def _cell_process(tmp_path):
     lock = tmp_path / "gpu.lock"
     spec, result = tmp_path / "spec.json", tmp_path / "result.json"
     spec.write_text(json.dumps(_spec()))
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{TIMING_LOCK_ENV: str(lock)})
+    return lock, result, (sys.executable, "-m", "collector.child.cell", str(spec), str(result)), env
+
+
+def _start_until(cmd, env, *marks):
+    """The cell process started, and its log lines up to the first that holds one of `marks`."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if any(m in line for m in marks):
+            break
+    return proc, lines
+
+
+@pytest.mark.compile
+def test_a_cell_waits_for_the_timing_lock_before_its_first_timed_block(tmp_path):
+    """The lock held here shared, as by another cell's untimed GPU work: the cell moves its model,
+    runs eager and compiles (its own shared turns pass), then waits; released 1.5 s after it said so,
+    it times and reports the wait. Without the wait, timing_wait_s would be near 0 and the test fails."""
+    lock, result, cmd, env = _cell_process(tmp_path)
     with open(lock, "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        proc = subprocess.Popen([sys.executable, "-m", "collector.child.cell", str(spec), str(result)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "waiting for the timing lock" in line:
-                break
+        fcntl.flock(held, fcntl.LOCK_SH)
+        proc, lines = _start_until(cmd, env, "waiting for the timing lock")
         assert any("compiled first call" in ln for ln in lines), "".join(lines)[-3000:]
         assert not any(ln.startswith("[cell") and " timed " in ln for ln in lines)
         time.sleep(1.5)
@@ -71,6 +82,76 @@ def test_a_cell_waits_for_the_timing_lock_before_its_first_timed_block(tmp_path)
     assert got["timing_wait_s"][0] >= 1.5 and got["compiled_step_ms"] and got["eager_step_ms"]
     log = "".join(lines) + rest
     assert log.index("timing lock taken") < log.index(" timed ") < log.index("timing lock released")
+    assert re.search(r"GPU turn for the eager first call and warm-up after 0\.\d\d s", log), log[-3000:]
+
+
+@pytest.mark.compile
+def test_a_cell_does_no_gpu_work_while_another_cell_is_timed(tmp_path):
+    """The lock held here exclusively, as by a cell being timed: the cell waits before it moves its
+    model to the device and runs nothing on it; released 1.5 s after it said so, it goes on, and its
+    log says how long that turn waited and that Inductor's benchmarks take turns too."""
+    lock, result, cmd, env = _cell_process(tmp_path)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        # the timing lock's wait too: a cell that did its GPU work while the lock was held fails, not hangs
+        proc, lines = _start_until(cmd, env, "waiting for the GPU turn", "waiting for the timing lock")
+        assert "(the model moved to the device)" in lines[-1], "".join(lines)[-3000:]
+        assert not any("torch imported" in ln or "eager first call" in ln for ln in lines)
+        time.sleep(1.5)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    rest, _ = proc.communicate(timeout=300)
+    got = json.loads(result.read_text())
+    assert got["status"] == "ok", rest[-3000:]
+    waited = float(re.search(r"GPU turn for the model moved to the device after ([0-9.]+) s", rest).group(1))
+    assert waited >= 1.5 and got["timing_wait_s"][0] < 1.0, (waited, got["timing_wait_s"])
+    assert "Inductor's benchmarks take GPU turns" in rest, rest[-3000:]
+
+
+@pytest.mark.parametrize("via", ["torch's hook", "wrapped method"])
+def test_inductors_benchmarks_wait_while_another_cell_is_timed(tmp_path, monkeypatch, via):
+    """Autotuning inside a compile benchmarks kernels on the GPU: hooked (torch's own hook where it has
+    one, else the benchmarker's benchmark_gpu wrapped), a benchmark waits while the lock is held
+    exclusively and is counted, not logged."""
+    from torch._inductor.runtime import benchmarking
+
+    from collector.child import turns
+
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(TIMING_LOCK_ENV, str(lock))
+    ran = []
+    if via == "wrapped method":
+        class Fake:
+            def benchmark_gpu(self, fn):
+                return fn()
+        monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context", raising=False)
+        monkeypatch.setattr(benchmarking, "benchmarker", Fake())
+
+        def bench():
+            benchmarking.benchmarker.benchmark_gpu(lambda: ran.append(time.perf_counter()))
+    else:
+        if not hasattr(benchmarking, "set_gpu_benchmark_lock_context"):
+            pytest.skip("this torch has no benchmark lock hook")
+        monkeypatch.setattr(benchmarking, "_gpu_benchmark_lock_context", None)
+
+        def bench():
+            with benchmarking.maybe_gpu_benchmark_lock():
+                ran.append(time.perf_counter())
+    assert "take GPU turns" in turns.hook_benchmarks()
+    turns.autotune_turns()
+    import threading
+
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        t0 = time.perf_counter()
+        worker = threading.Thread(target=bench)
+        worker.start()
+        time.sleep(0.5)
+        assert not ran  # still waiting
+        fcntl.flock(held, fcntl.LOCK_UN)
+        worker.join(10)
+    assert ran and ran[0] - t0 >= 0.5
+    n, waited = turns.autotune_turns()
+    assert n == 1 and waited >= 0.45, (n, waited)
 
 
 @pytest.mark.compile
@@ -112,6 +193,8 @@ def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatc
     # the logs' clocks put every process on one time line: no two timed at once, each timed beside the other's work
     out = subprocess.run([sys.executable, str(BENCH / "turns_overlap.py"), str(run_dir)], capture_output=True, text=True)
     assert out.returncode == 0 and "# 4 timed processes" in out.stdout and "CLASH" not in out.stdout, out.stdout
+    logs = "".join(log.read_text() for log in (run_dir / "logs").glob("mlp*.log"))
+    assert logs.count("GPU turn for the eager first call and warm-up after") == 4, logs[-3000:]
 
 
 def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alone(tmp_path, monkeypatch):
@@ -196,3 +279,20 @@ def test_turns_overlap_puts_what_the_neighbours_did_beside_each_timed_section(tm
         assert "# 2 timed processes, 2.0 s timed" in out.stdout, out.stdout
     else:
         assert out.returncode == 1 and f"CLASH: {tmp_path.name}/a (cold) and {tmp_path.name}/b (cold) timed at once for 0.50 s" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("turn, clash", [((1001.5, 1002.9), False), ((1003.5, 1004.0), True)])
+def test_turns_overlap_names_a_gpu_turn_taken_while_another_cell_was_timed(tmp_path, turn, clash):
+    """Cell a is timed from 1003.0 to 1004.5; cell b's eager warm-up held its GPU turn over `turn`.
+    Before a's timed section: the turns held; inside it: named, exit 1."""
+    _log(tmp_path, "a", 1000.0, [(2.0, "compiled first call 1.90 s (cold cache)"),
+                                 (3.0, "timing lock taken after 0.00 s (at 1003.000)"), (4.0, "timed 8 blocks"),
+                                 (4.5, "timing lock released (at 1004.500)")])
+    what = "the eager first call and warm-up"
+    _log(tmp_path, "b", 1001.0, [(turn[0] - 1001.0, f"GPU turn for {what} after 0.00 s (at {turn[0]:.3f})"),
+                                 (turn[1] - 1001.0, "eager first call 0.10 s, warmed up"),
+                                 (turn[1] - 1001.0, f"GPU turn for {what} released (at {turn[1]:.3f})")])
+    out = subprocess.run([sys.executable, str(BENCH / "turns_overlap.py"), str(tmp_path)], capture_output=True,
+                         text=True)
+    said = f"CLASH: {tmp_path.name}/b (cold) in its GPU turn for {what} while {tmp_path.name}/a (cold) was timed"
+    assert (out.returncode, said in out.stdout) == ((1, True) if clash else (0, False)), out.stdout

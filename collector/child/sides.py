@@ -11,6 +11,7 @@ from typing import Callable
 
 from collector import models, modes
 from collector.child.childlog import log
+from collector.child.turns import gpu_turn
 from collector.child.accuracy import _tree_tensors
 from collector.record.result import CellResult
 
@@ -56,14 +57,15 @@ def _setup(job, record: dict | None = None):
     if record is not None:
         record.update(provenance(cell.model, built))
     dev = torch.device(job.device)
-    module = built.module.to(dev)
-    inputs = [x.to(dev) for x in built.inputs]
-    dtype = cell.dtype
-    if dtype in ("bfloat16", "float16"):
-        low = getattr(torch, dtype)
-        module = module.to(low)
-        inputs = [x.to(low) if i in built.float_inputs else x for i, x in enumerate(inputs)]
-    target = built.target.to(dev)
+    with gpu_turn("the model moved to the device"):  # a shared GPU: not while another cell is timed
+        module = built.module.to(dev)
+        inputs = [x.to(dev) for x in built.inputs]
+        target = built.target.to(dev)
+        dtype = cell.dtype
+        if dtype in ("bfloat16", "float16"):
+            low = getattr(torch, dtype)
+            module = module.to(low)
+            inputs = [x.to(low) if i in built.float_inputs else x for i, x in enumerate(inputs)]
     module.train(cell.phase == "train")
     amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(dtype)
 
@@ -168,7 +170,8 @@ def _make_sides(torch, job, module, inputs, target, loss_fn, autocast, record: C
             compiled = infer_with(compile_(module)) if mode.compiles else None
         return Sides(eager, compiled, module, module, None, None)
     # the compiled side's copy is taken before any step runs: both start from the same weights
-    cmodule = copy.deepcopy(module) if mode.compiles else None
+    with gpu_turn("the compiled side's copy of the model"):
+        cmodule = copy.deepcopy(module) if mode.compiles else None
     opt = torch.optim.AdamW(module.parameters(), lr=1e-5)
     eager = train_body(opt, module)
     if not mode.compiles:

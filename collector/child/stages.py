@@ -21,7 +21,7 @@ from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
 from collector.child.sides import Sides, _capture, _make_sides, _reference64, _setup
 from collector.child.sweep import _recompile_sweep
-from collector.child.turns import timed_turn
+from collector.child.turns import autotune_turns, gpu_turn, hook_benchmarks, timed_turn
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
 
 
@@ -121,7 +121,8 @@ def measure(spec: dict, result: CellResult, stage: Stage) -> None:
     if job.kind == "warm":
         return _warm_first_call(run)
     _reference(run)
-    _eager_first_call(run)
+    with gpu_turn("the eager first call and warm-up"):
+        _eager_first_call(run)
     _compile(run)
     with timed_turn(result):  # a GPU shared with another cell (GPUS=0,0): one is timed at a time
         _timing(run)
@@ -146,6 +147,8 @@ def _start(job, result: CellResult, stage: Stage) -> CellRun:
         f"{epoch_of_clock():.2f})")  # every line's time on one clock across processes: turns_overlap.py
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result)
     log(f"torch imported, model built on {dev}")
+    if hooked := hook_benchmarks():  # a GPU shared with another cell: autotuning waits for its turns
+        log(hooked)
     from collector.child.timing import CpuClock, CudaClock
 
     clock = CudaClock(torch) if dev.type == "cuda" else CpuClock()
@@ -186,15 +189,16 @@ def _reference(run: CellRun) -> None:
         return
     torch, result = run.torch, run.result
     run.stage.name = "reference"
-    try:
-        run.ref64 = _reference64(torch, run.module, run.inputs, run.target, run.loss_fn, run.float_inputs,
-                                 run.job.cell.phase)
-        result["accuracy_reference"] = "float64"
-    except Exception as exc:  # some ops lack float64 kernels: fall back to eager as reference
-        log(f"float64 reference failed ({type(exc).__name__}: {exc}); comparing with eager")
-        result["accuracy_reference"] = "eager"
-    if run.cuda:
-        torch.cuda.empty_cache()
+    with gpu_turn("the float64 reference"):
+        try:
+            run.ref64 = _reference64(torch, run.module, run.inputs, run.target, run.loss_fn, run.float_inputs,
+                                     run.job.cell.phase)
+            result["accuracy_reference"] = "float64"
+        except Exception as exc:  # some ops lack float64 kernels: fall back to eager as reference
+            log(f"float64 reference failed ({type(exc).__name__}: {exc}); comparing with eager")
+            result["accuracy_reference"] = "eager"
+        if run.cuda:
+            torch.cuda.empty_cache()
     log("float64 reference done")
 
 
@@ -216,12 +220,12 @@ def _eager_first_call(run: CellRun) -> None:
 
 
 def _compile(run: CellRun) -> None:
-    """The compiled side's first call (cold or warm cache), warm-up until no compile event occurs,
-    the compile-time split, diagnostics, the portable artifacts and the correctness check."""
+    """The compiled side's first call (cold or warm cache), on the host with no GPU turn but for its
+    autotuning; then, in a GPU turn, the rest (`_compiled_warmup`)."""
     compiled_step = run.sides.compiled
     if compiled_step is None:
         return
-    torch, result, proto, cell, cold = run.torch, run.result, run.job.protocol, run.job.cell, run.cold
+    torch, result, cold = run.torch, run.result, run.cold
     run.stage.name = "compile"
     before = diagnostics.snapshot(torch)
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # what the cache held, not the process's role:
@@ -229,6 +233,19 @@ def _compile(run: CellRun) -> None:
     out, first_s = run.compiled_first_call(compiled_step)
     result["first_call_compiled_s" if cold else "warm_first_call_compiled_s"] = first_s
     log(f"compiled first call {first_s:.2f} s ({'cold' if empty else 'warm'} cache)")
+    turns, waited = autotune_turns()
+    if turns:
+        log(f"autotuning took {turns} GPU turns, waiting {waited:.2f} s for them")
+    with gpu_turn("the compiled warm-up and correctness check"):
+        _compiled_warmup(run, out, before)
+
+
+def _compiled_warmup(run: CellRun, out, before) -> None:
+    """After the compiled first call (`out`; `before` the diagnostics snapshot taken before it): the
+    outputs to check, warm-up until no compile event occurs, the cold peaks, the compile-time split and
+    diagnostics, the portable artifacts, warm-up steps and the correctness check."""
+    compiled_step, torch, result, proto = run.sides.compiled, run.torch, run.result, run.job.protocol
+    cell, cold = run.job.cell, run.cold
     if cold:
         run.got_out, run.got_grads = _capture(torch, out, run.sides.compiled_module, cell.phase)
     calls = _warm_compiled(torch, compiled_step, cell.mode, proto.max_warmup_calls)

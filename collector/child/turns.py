@@ -1,41 +1,127 @@
-"""Taking turns at the timed sections: cells that share a GPU (`GPUS=0,0`) are measured two at a time,
-and a cell process holds its GPU's lock file (named by TCB_TIMING_LOCK, set by the collector) from its
-first timed block to the end of its last measured section (the kernel profile, the batch-size sweep),
-so no two of them are timed at once. The wait comes before the first block and is in no figure.
-Without the variable (the default, one cell a GPU) nothing is taken."""
+"""Taking turns on a shared GPU: cells that share a GPU (`GPUS=0,0`) are measured side by side, and a
+cell process holds its GPU's lock file (named by TCB_TIMING_LOCK, set by the collector) exclusively from
+its first timed block to the end of its last measured section (the kernel profile, the batch-size
+sweep), so no two of them are timed at once (`timed_turn`). Its other work on the GPU (the model moved
+there, the float64 reference, the eager first call and warm-up, the compiled warm-up and the correctness
+check, Inductor's autotuning benchmarks) holds the same lock shared (`gpu_turn`): several cells may do
+such work at once, none while another cell is timed. The compile itself, on the host, holds nothing.
+The waits come before a stage and are in no figure. Without the variable (the default, one cell a GPU)
+nothing is taken."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import time
 
 from collector.child.childlog import log
 
 TIMING_LOCK_ENV = "TCB_TIMING_LOCK"
+_held = {"timed": False, "depth": 0}  # this process's turn: nested GPU work takes no second lock
+_autotune = {"turns": 0, "waited_s": 0.0}  # Inductor's benchmarks: counted, not logged one by one
+
+
+def _take(fh, how: int, waiting: str) -> float:
+    """Seconds waited for the lock on `fh` (`how`: fcntl.LOCK_EX or LOCK_SH), saying `waiting` if it blocks."""
+    t0 = time.perf_counter()
+    try:
+        fcntl.flock(fh, how | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if waiting:
+            log(waiting)
+        fcntl.flock(fh, how)
+    return time.perf_counter() - t0
 
 
 @contextlib.contextmanager
 def timed_turn(result: dict):
-    """Hold the GPU's timing lock for the block inside, if the collector named one; the seconds waited
-    for it go to `result["timing_wait_s"]` (this process's, as a list of one)."""
+    """Hold the GPU's timing lock exclusively for the block inside, if the collector named one; the
+    seconds waited for it go to `result["timing_wait_s"]` (this process's, as a list of one)."""
     path = os.environ.get(TIMING_LOCK_ENV)
     if not path:
         yield
         return
     with open(path, "a") as fh:
-        t0 = time.perf_counter()
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for the timing lock {path}: another cell on this GPU is being timed")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        waited = time.perf_counter() - t0
+        waited = _take(fh, fcntl.LOCK_EX, f"waiting for the timing lock {path}: another cell on this GPU holds it "
+                                          "(its timing, or work on the GPU)")
         result["timing_wait_s"] = [round(waited, 3)]  # the host lists each process's (cell_measure._Jobs)
         log(f"timing lock taken after {waited:.2f} s (at {time.time():.3f})")  # the epoch: across processes
+        _held["timed"] = True
         try:
             yield
         finally:
+            _held["timed"] = False
             released = time.time()
             fcntl.flock(fh, fcntl.LOCK_UN)
             log(f"timing lock released (at {released:.3f})")
+
+
+@contextlib.contextmanager
+def gpu_turn(what: str, quiet: bool = False):
+    """Hold the GPU's lock shared for untimed work on the GPU (`what`), if the collector named one: it
+    waits while another cell is timed. Logged with its epochs unless `quiet` (then only counted)."""
+    path = os.environ.get(TIMING_LOCK_ENV)
+    if not path or _held["timed"] or _held["depth"]:
+        _held["depth"] += 1
+        try:
+            yield
+        finally:
+            _held["depth"] -= 1
+        return
+    with open(path, "a") as fh:
+        waited = _take(fh, fcntl.LOCK_SH, "" if quiet else f"waiting for the GPU turn ({what}): another cell's "
+                                                           "timing holds this GPU")
+        if quiet:
+            _autotune["turns"] += 1
+            _autotune["waited_s"] += waited
+        else:
+            log(f"GPU turn for {what} after {waited:.2f} s (at {time.time():.3f})")
+        _held["depth"] += 1
+        try:
+            yield
+        finally:
+            _held["depth"] -= 1
+            released = time.time()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            if not quiet:
+                log(f"GPU turn for {what} released (at {released:.3f})")
+
+
+def autotune_turns() -> tuple[int, float]:
+    """(turns, seconds waited) of Inductor's benchmarks since the last call; the count starts again."""
+    got = (_autotune["turns"], _autotune["waited_s"])
+    _autotune.update(turns=0, waited_s=0.0)
+    return got
+
+
+def hook_benchmarks() -> str:
+    """Put Inductor's GPU benchmarks (autotuning) under `gpu_turn`: through torch's own harness hook
+    where it has one (torch >= 2.13), else by wrapping the benchmarker's `benchmark_gpu` methods.
+    Returns how, for the cell's log; nothing if no lock is named."""
+    if not os.environ.get(TIMING_LOCK_ENV):
+        return ""
+    try:
+        from torch._inductor.runtime import benchmarking
+    except Exception as exc:  # an Inductor without the module: its benchmarks stay outside the turns
+        return f"Inductor's benchmarks not hooked ({type(exc).__name__}: {exc})"
+    hook = getattr(benchmarking, "set_gpu_benchmark_lock_context", None)
+    if hook is not None:
+        hook(lambda: gpu_turn("autotuning", quiet=True))
+        return "Inductor's benchmarks take GPU turns (torch's benchmark lock hook)"
+    wrapped = 0
+    for cls in type(benchmarking.benchmarker).__mro__:
+        fn = cls.__dict__.get("benchmark_gpu")
+        if fn is not None and not getattr(fn, "_gpu_turn", False):
+            setattr(cls, "benchmark_gpu", _in_turn(fn))
+            wrapped += 1
+    return f"Inductor's benchmarks take GPU turns ({wrapped} benchmark_gpu method(s) wrapped)"
+
+
+def _in_turn(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with gpu_turn("autotuning", quiet=True):
+            return fn(*args, **kwargs)
+    wrapper._gpu_turn = True
+    return wrapper
