@@ -371,8 +371,9 @@ def _graph_ops(run: CellRun) -> None:
         from collector.child.graph_ops import for_cell
 
         run.stage.name = "graph capture"
-        run.result["graph_ops_json"] = for_cell(run.torch, run.job.cell, run.sides.eager_module, run.inputs,
-                                                run.autocast)
+        with gpu_turn("the graph capture"):  # it runs the model's ops on the device
+            run.result["graph_ops_json"] = for_cell(run.torch, run.job.cell, run.sides.eager_module, run.inputs,
+                                                    run.autocast)
 
 
 def _final_status(run: CellRun) -> None:
