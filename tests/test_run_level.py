@@ -155,3 +155,9 @@ def test_the_false_alarm_budget_in_the_docs_is_what_the_benchmark_prints():
                                                          gate_line).groups())
     assert aa_fail == 0 and below_fail + below_held == planted and below_fail >= planted - 2, gate_line
     assert f"fails {aa_fail} and says unverified of {aa_held}" in flat, gate_line
+    # `make help` quotes the same budget
+    aa_n = re.search(r"of (\d+) same-torch comparisons", gate_line).group(1)
+    fails_5 = re.search(r"of \d+ planted GPU pairs fails (\d+)", gate_line).group(1)
+    helped = re.search(r"measured \(benchmarks/false_alarms.py\): (.*)\"", (ROOT / "Makefile").read_text()).group(1)
+    assert helped == (f"fails {aa_fail} of {aa_n} same-torch comparisons ({aa_held} unverified: exit 4), {fails_5} of "
+                      f"{planted} planted GPU pairs ({below_fail} at 2%)"), (helped, gate_line)
