@@ -219,6 +219,33 @@ def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alo
     assert alone["error"] == "during eager: OutOfMemoryError: CUDA out of memory"
 
 
+@pytest.mark.slow
+def test_a_cell_killed_while_waiting_for_a_neighbours_turn_says_so_not_that_it_hung(tmp_path, monkeypatch):
+    """The real path: a cell process on a shared GPU's lock that another process holds past the cell's
+    time limit (a neighbour that hangs in its timed section) is killed in its wait. Its row says it
+    timed out waiting for another cell's turn and to measure it again, not only that it gave no result;
+    alone, the same time limit is an ordinary timeout."""
+    from collector.host import neighbours
+    from collector.host.cell_measure import SHARED_GPU_WAIT, measure_cell
+    from collector.host.launch import SubprocessLauncher
+    from collector.plan import matrix as mx
+
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+    m = mx.build_matrix("smoke", {"models": [MLP], "phases": ["infer"], "dtypes": ["float32"], "modes": ["eager"],
+                                  "batch_sizes": [2], "processes": 1, "timeout_s": 25})
+    env = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
+    lock = str(tmp_path / "gpu.lock")
+    (tmp_path / "logs").mkdir()
+    worker = Worker(timing_lock=lock)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the neighbour, timed and hung
+        row = measure_cell(m.cells[0], m, env, "r", tmp_path, SubprocessLauncher(sys.executable, worker),
+                           worker=worker)
+    assert row["status"] == "timeout", row.get("error")
+    assert row["error"].startswith(SHARED_GPU_WAIT), row["error"][:600]
+    assert "last step logged: waiting for the GPU turn (the model moved to the device)" in row["error"]
+
+
 def _run_of(folder: Path, cells: dict) -> Path:
     """A run folder whose cells hold only what turns_compare reads: cell id -> (start s, wall s, compiled ms)."""
     import pyarrow as pa

@@ -94,6 +94,10 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
 
 SHARED_GPU_OOM = ("out of memory on a GPU shared with another cell (GPUS=0,0): measure it alone with RETRY=1 "
                   "and GPUS unset before reading it as the model's need.")
+SHARED_GPU_WAIT = ("timed out waiting for its turn on a GPU shared with another cell (GPUS=0,0): the other cell "
+                   "held the GPU's lock (its timing, or a hang of its own), so this time limit says nothing of this "
+                   "cell; measure it again with RETRY=1.")
+WAITING_STEP = "last step logged: waiting for the "  # collector/child/turns.py's waits, as launch._last_step puts them
 
 
 @dataclass
@@ -231,6 +235,8 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
             result["process_errors"] = "; ".join(errors)
         if worker.timing_lock and result.get("status") == "oom":  # the other cell on the GPU held memory too
             result["error"] = (f"{SHARED_GPU_OOM} {result.get('error') or ''}")[:3000]
+        if worker.timing_lock and result.get("status") == "timeout" and WAITING_STEP in (result.get("error") or ""):
+            result["error"] = (f"{SHARED_GPU_WAIT} {result.get('error')}")[:3000]  # killed in a wait, not its work
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     return schema.make_row({
