@@ -52,3 +52,47 @@ def test_a_missing_download_or_piece_is_named(tmp_path):
     stack(whl, "2.14.1", {"torch-2.14.1.whl": [70]})
     with pytest.raises(SystemExit, match="more than the 60-byte limit"):
         carry_groups.main(["2.14.1", "--whl", str(whl), "--out", str(tmp_path / ".carry"), "--limit", "60"])
+
+
+def test_runs_travel_without_old_logs_both_ways_and_a_machines_own_files_stay(tmp_path):
+    """versions_gpu.sh, the real script: `carry-runs` here packs data/runs without its logs; a stage
+    there unpacks that first, keeping the files the machine already has, and its $OUT/runs.tgz holds
+    every row, manifest and preset but only the logs written during the command."""
+    import subprocess
+    import tarfile
+
+    script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
+    here, there = tmp_path / "here", tmp_path / "there"
+    for d, row in ((here, b"row measured"), (there, b"row the machine has")):
+        (d / "data" / "runs" / "r-a" / "cells").mkdir(parents=True)
+        (d / "data" / "runs" / "r-a" / "logs").mkdir()
+        (d / "data" / "runs" / "r-a" / "cells" / "c1.parquet").write_bytes(row)
+        (d / "data" / "runs" / "r-a" / "logs" / "c1.log").write_text("an earlier command's log\n")
+    (here / "data" / "runs" / "r-a" / "run.json").write_text("{}")
+    (here / "data" / "runs" / "r-a" / "cells" / "c2.parquet").write_bytes(b"another row")
+    (here / "data" / "runs" / "rc.toml").write_text("cells = []\n")
+    made = subprocess.run(["bash", str(script), "carry-runs"], cwd=here, capture_output=True, text=True)
+    assert made.returncode == 0 and "carry .carry/runs" in made.stdout, made.stderr
+    with tarfile.open(here / ".carry" / "runs" / "runs.tgz") as t:
+        carried = set(t.getnames())
+    assert {"data/runs/r-a/cells/c1.parquet", "data/runs/r-a/cells/c2.parquet", "data/runs/r-a/run.json",
+            "data/runs/rc.toml"} <= carried and not any("/logs" in n for n in carried), carried
+
+    # there: a stand-in `make` writes a new cell and its log, as `make collect` would, during the stage
+    (there / ".carry").mkdir()
+    (here / ".carry" / "runs").rename(there / ".carry" / "runs")
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir(), out.mkdir()
+    (bin_dir / "make").write_text("#!/bin/sh\necho row > data/runs/r-a/cells/c3.parquet\n"
+                                  "echo log > data/runs/r-a/logs/c3.log\n")
+    (bin_dir / "make").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out)}
+    ran = subprocess.run(["bash", str(script), "release", "r", "60", "a=python3"], cwd=there, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "runs carried in: r-a rc.toml" in ran.stdout, (ran.stdout, ran.stderr)
+    assert (there / "data" / "runs" / "r-a" / "cells" / "c1.parquet").read_bytes() == b"row the machine has"
+    with tarfile.open(out / "runs.tgz") as t:
+        back = set(t.getnames())
+    assert back == {"data/runs/r-a/cells/c1.parquet", "data/runs/r-a/cells/c2.parquet",
+                    "data/runs/r-a/cells/c3.parquet", "data/runs/r-a/run.json", "data/runs/rc.toml",
+                    "data/runs/r-a/logs/c3.log"}, back

@@ -62,16 +62,36 @@
 #                                                        TORCH_LOGS=+torch._inductor.runtime.triton_heuristics in
 #                                                        the environment, N compiles with the autotuner's timings
 #                                                        in the cell log (benchmarks/autotune_draws.py --timings)
+#   bash benchmarks/gpu_machine/versions_gpu.sh carry-runs           HERE, before a call that resumes: data/runs without its cell
+#                                                        logs (which a resumed run does not read) into .carry/runs/runs.tgz,
+#                                                        about a quarter of its size (a screen cell's row: about 41 kB, 10 kB
+#                                                        packed); carry .carry/runs, not data/runs, and every stage there
+#                                                        unpacks it first, leaving alone any file the machine already has
 # Every stage packs data/runs into $OUT/runs.tgz every 30 s while it runs and once more at its end, each
 # time under a temporary name renamed into place: a command cut off by the device's time limit still
 # brings back every cell finished before the last 30 s (a cell file is whole or absent; the
-# collector's own temporary files are left out), and the next command resumes the rest.
+# collector's own temporary files are left out), and the next command resumes the rest. The pack holds
+# every run's rows, manifests and presets, and only the cell logs written during this command, so
+# that it stays under the 16 MiB a returned file may have over a suite pass of many commands: unpack
+# each command's runs.tgz here (`tar xzf`) before the next.
 set -uo pipefail
 stage=$1; shift
 pack() {
   [ -n "${OUT:-}" ] && [ -d data/runs ] || return 0
-  tar czf "$OUT/.runs.tgz.part" --exclude='.*.tmp' data/runs 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
+  { find data/runs -type f ! -path '*/logs/*' ! -name '.*.tmp' ! -name '.lock' -print0
+    find data/runs -type f -path '*/logs/*' -newer "$since" -print0; } \
+    | tar czf "$OUT/.runs.tgz.part" --null -T - 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
 }
+if [ "$stage" = carry-runs ]; then  # here, not there
+  [ -d data/runs ] || { echo "no data/runs to carry" >&2; exit 2; }
+  mkdir -p .carry/runs && tar czf .carry/runs/runs.tgz --exclude='*/logs' --exclude='.*.tmp' --exclude='.lock' data/runs \
+    && echo "carry .carry/runs ($(du -k .carry/runs/runs.tgz | cut -f1) kB; data/runs is $(du -sk data/runs | cut -f1) kB)"
+  exit
+fi
+since=$(mktemp /tmp/pack-since.XXXXXX)  # the logs written after this are packed
+if [ -f .carry/runs/runs.tgz ]; then  # runs carried in to resume: what this machine has already stays
+  tar xzf .carry/runs/runs.tgz --skip-old-files && echo "runs carried in: $(ls data/runs | tr '\n' ' ')"
+fi
 if [ -n "${OUT:-}" ]; then
   ( while sleep 30; do pack; done ) </dev/null >/dev/null 2>&1 &  # holds no pipe of the caller's open: a command
   # piped into tee ends when the stage does, not when the packer's last sleep of up to 30 s does
@@ -173,7 +193,7 @@ case $stage in
       left=$((end - SECONDS)); [ $left -gt 0 ] || break
       make collect PYTHON="${PY:-python3}" PRESET=versions RUN="$prefix$i" CELLS="$cells" STOP_AFTER="$left"
     done ;;
-  *) echo "stages: wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N] | turns RUN SECONDS [CELLS]" \
+  *) echo "stages: carry-runs (here) | wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N] | turns RUN SECONDS [CELLS]" \
        "| aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
        "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
