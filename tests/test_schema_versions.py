@@ -51,3 +51,33 @@ def test_each_version_renders_with_its_speedup(version, tmp_path):
     assert analysis_main(["--data", str(VERSIONS), "--run", f"v{version}", "--out", str(tmp_path)]) == 0
     report = (tmp_path / f"v{version}" / "report.md").read_text()
     assert re.search(r"\b2\.00x\b", report), report[:2000]
+
+
+def test_a_written_cell_file_keeps_statistics_for_what_its_judge_reads_and_no_other_column(tmp_path):
+    """The newest fixture's row, with a screen cell's long values (100 samples a side, an autotune
+    record of 3 kB), written again: the footer has min/max for the judge's keys, so a file is judged
+    without reading its values; no column else carries them (they were a third of a screen cell's
+    file), and the file reads back as it was written."""
+    import pyarrow as pa
+
+    from collector.record import schema
+
+    src = sorted((VERSIONS / f"v{SCHEMA_VERSION}" / "cells").glob("*.parquet"))[0]
+    row = pq.read_table(src).to_pylist()[0]
+    row.update({k: [1.0 + i / 997 for i in range(100)] for k in
+                ("eager_step_ms", "compiled_step_ms", "eager_enqueue_ms", "compiled_enqueue_ms")})
+    row["autotune_json"] = "{" + ", ".join(f'"triton_poi_fused_{i}": [{i}, 128, 4]' for i in range(100)) + "}"
+    out = tmp_path / src.name
+    schema.write_row(row, out)
+    meta = pq.read_metadata(out).row_group(0)
+    kept = {meta.column(i).path_in_schema for i in range(meta.num_columns)
+            if meta.column(i).statistics is not None and meta.column(i).statistics.has_min_max}
+    assert kept == set(cellfile.KEYS), kept
+    judged = cellfile.inspect(out)
+    assert judged.why is None and (judged.cell_id, judged.status) == (row["cell_id"], row["status"])
+    back = pq.read_table(out).to_pylist()[0]
+    assert back["compiled_step_ms"] == row["compiled_step_ms"] and back["autotune_json"] == row["autotune_json"]
+    every = tmp_path / "every.parquet"  # the same row with every column's statistics, as before
+    pq.write_table(pa.Table.from_pylist([schema.make_row(row)], schema=schema.arrow_schema()), every,
+                   compression="zstd")
+    assert out.stat().st_size < 0.8 * every.stat().st_size, (out.stat().st_size, every.stat().st_size)

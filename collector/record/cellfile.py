@@ -16,9 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collector.record.schema import COLUMNS, SCHEMA_VERSION, arrow_schema, columns_of, file_kind, regular
+from collector.record.schema import (COLUMNS, SCHEMA_VERSION, STAT_COLUMNS, arrow_schema, columns_of, file_kind,
+                                     regular)
 
-KEYS = ("schema_version", "cell_id", "status")  # what is read of a file's values
+KEYS = STAT_COLUMNS  # what is read of a file's values: the writer keeps their statistics
 
 
 @dataclass(frozen=True)
