@@ -323,3 +323,41 @@ def test_turns_overlap_names_a_gpu_turn_taken_while_another_cell_was_timed(tmp_p
                          text=True)
     said = f"CLASH: {tmp_path.name}/b (cold) in its GPU turn for {what} while {tmp_path.name}/a (cold) was timed"
     assert (out.returncode, said in out.stdout) == ((1, True) if clash else (0, False)), out.stdout
+
+
+def test_a_shared_turn_is_held_while_any_thread_of_the_process_is_inside_it(tmp_path, monkeypatch):
+    """Inductor may benchmark from two threads at once: the process takes the lock shared when the first
+    enters and lets it go only when the last leaves, so a neighbour's exclusive (timed) turn cannot begin
+    while the second thread still runs on the GPU; then it can."""
+    import threading
+
+    from collector.child import turns
+
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(TIMING_LOCK_ENV, str(lock))
+    a_in, b_in, a_out, b_out = (threading.Event() for _ in range(4))
+    turns.autotune_turns()  # the count starts here
+
+    def inside(entered, leave):
+        with turns.gpu_turn("autotuning", quiet=True):
+            entered.set()
+            leave.wait(10)
+
+    def neighbour_can_time() -> bool:  # another open file description: as another process's
+        with open(lock, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return True
+
+    a = threading.Thread(target=inside, args=(a_in, a_out))
+    b = threading.Thread(target=inside, args=(b_in, b_out))
+    a.start(), a_in.wait(10), b.start(), b_in.wait(10)
+    assert not neighbour_can_time()
+    a_out.set(), a.join(10)
+    assert not neighbour_can_time()  # the first thread left; the second is still on the GPU
+    b_out.set(), b.join(10)
+    assert neighbour_can_time()
+    assert turns.autotune_turns()[0] == 1  # one turn taken for both

@@ -13,12 +13,14 @@ import contextlib
 import fcntl
 import functools
 import os
+import threading
 import time
 
 from collector.child.childlog import log
 
 TIMING_LOCK_ENV = "TCB_TIMING_LOCK"
-_held = {"timed": False, "depth": 0}  # this process's turn: nested GPU work takes no second lock
+_held = {"timed": False, "depth": 0, "fh": None, "what": None}  # this process's turns: nested GPU work takes no second lock
+_turns_mutex = threading.Lock()  # the shared turn's count, across the threads of this process
 _autotune = {"turns": 0, "waited_s": 0.0}  # Inductor's benchmarks: counted, not logged one by one
 
 
@@ -60,32 +62,37 @@ def timed_turn(result: dict):
 @contextlib.contextmanager
 def gpu_turn(what: str, quiet: bool = False):
     """Hold the GPU's lock shared for untimed work on the GPU (`what`), if the collector named one: it
-    waits while another cell is timed. Logged with its epochs unless `quiet` (then only counted)."""
+    waits while another cell is timed. Logged with its epochs unless `quiet` (then only counted). The
+    process holds the lock while any of its threads is inside a turn (Inductor may benchmark from
+    several): the first to enter takes it, the last to leave lets it go."""
     path = os.environ.get(TIMING_LOCK_ENV)
-    if not path or _held["timed"] or _held["depth"]:
-        _held["depth"] += 1
-        try:
-            yield
-        finally:
-            _held["depth"] -= 1
+    if not path or _held["timed"]:
+        yield
         return
-    with open(path, "a") as fh:
-        waited = _take(fh, fcntl.LOCK_SH, "" if quiet else f"waiting for the GPU turn ({what}): another cell's "
-                                                           "timing holds this GPU")
-        if quiet:
-            _autotune["turns"] += 1
-            _autotune["waited_s"] += waited
-        else:
-            log(f"GPU turn for {what} after {waited:.2f} s (at {time.time():.3f})")
+    with _turns_mutex:
+        if not _held["depth"]:
+            fh = open(path, "a")
+            waited = _take(fh, fcntl.LOCK_SH, "" if quiet else f"waiting for the GPU turn ({what}): another "
+                                                                 "cell's timing holds this GPU")
+            _held["fh"], _held["what"] = fh, None if quiet else what
+            if quiet:
+                _autotune["turns"] += 1
+                _autotune["waited_s"] += waited
+            else:
+                log(f"GPU turn for {what} after {waited:.2f} s (at {time.time():.3f})")
         _held["depth"] += 1
-        try:
-            yield
-        finally:
+    try:
+        yield
+    finally:
+        with _turns_mutex:
             _held["depth"] -= 1
-            released = time.time()
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            if not quiet:
-                log(f"GPU turn for {what} released (at {released:.3f})")
+            if not _held["depth"]:
+                released = time.time()
+                fh, _held["fh"] = _held["fh"], None
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                fh.close()
+                if _held["what"]:  # the turn that took it, whichever thread leaves last
+                    log(f"GPU turn for {_held['what']} released (at {released:.3f})")
 
 
 def autotune_turns() -> tuple[int, float]:
