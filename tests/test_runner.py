@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -507,7 +508,29 @@ def test_progress_estimates_each_cell_left_from_the_finished_cells_most_like_it(
     assert q.estimate_left(3) == pytest.approx(10.0 + 20.0)  # a's copy: 10 s; c: the mean of all, 20 s
 
 
-def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_path, capsys):
+def test_progress_expects_the_next_cell_from_the_cells_most_like_it_with_its_interpreters_start():
+    """Progress.expected, which the time budget reads: nothing before any cell; a cell like a finished
+    one takes that one's time (its interpreter's start, 14 s, set apart); the first cell of an
+    interpreter not started yet adds that start; on a host twice as crowded as then, twice as long."""
+    from collector.host.progress import Progress
+
+    load = [None]
+    plan = [(0, "a", "infer", "default"), (0, "a", "infer", "default"), (1, "a", "infer", "default")]
+    p = Progress(3, out=io.StringIO(), plan=plan, load=lambda: load[0], cpus=2)
+    assert p.expected(2) is None
+    p.done({"status": "ok"}, 30.0, k=1, startup=14.0)
+    assert p.expected(2) == pytest.approx(16.0)
+    assert p.expected(3) == pytest.approx(16.0 + 14.0)
+    load[0] = 2.0
+    assert p.expected(2) == pytest.approx(32.0)
+
+
+def test_stop_after_budget_starts_no_cell_it_cannot_finish_and_the_same_command_resumes(tmp_path, capsys):
+    """Cells of 20 s (a cold and a warm process of 10 s on the fake clock). A budget of 25 s: the first
+    cell starts, the next is not started with 5 s left, since the cells so far say it takes 20 s (a
+    device's hard limit would have killed it halfway). The same command with 15 s starts its first cell
+    whatever the estimate (every command makes progress), and then has none left. Without a budget, it
+    measures the rest."""
     m = mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "batch_sizes": [2, 4, 8], "processes": 1})
     assert len(m.cells) == 6
     now = [0.0]
@@ -517,14 +540,15 @@ def test_stop_after_budget_starts_no_new_cell_and_the_same_command_resumes(tmp_p
             now[0] += 10.0
             return super().run(spec, cache_dir, log_path, timeout_s)
 
-    first = Slow()
-    # budget 25 s: cells start at t=0 and t=20 (each is a cold + a warm process, 20 s), none at t=40
-    run_dir = collect(m, ENV, tmp_path, "rb", first, clock=lambda: now[0], stop_after_s=25)
-    assert len(list((run_dir / "cells").glob("*.parquet"))) == 2
+    run_dir = collect(m, ENV, tmp_path, "rb", Slow(), clock=lambda: now[0], stop_after_s=25)
+    assert len(list((run_dir / "cells").glob("*.parquet"))) == 1
     out = capsys.readouterr().out
-    assert "time budget of 25 s reached: 4 cell(s) not started" in out
-    rest = Slow()
-    collect(m, ENV, tmp_path, "rb", rest, clock=lambda: now[0])
+    assert re.search(r"time budget of 25 s nearly spent: the next cell, mlp infer .*, should take about 20 s, "
+                     r"more than the 5 s left: 5 cell\(s\) not started; run the same command again", out), out
+    collect(m, ENV, tmp_path, "rb", Slow(), clock=lambda: now[0], stop_after_s=15)
+    assert len(list((run_dir / "cells").glob("*.parquet"))) == 2
+    assert "time budget of 15 s reached: 4 cell(s) not started" in capsys.readouterr().out
+    collect(m, ENV, tmp_path, "rb", Slow(), clock=lambda: now[0])
     assert len(list((run_dir / "cells").glob("*.parquet"))) == 6
     assert "2 already done, 4 to measure" in capsys.readouterr().out
 

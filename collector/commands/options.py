@@ -131,7 +131,8 @@ RUN = (
     Option("--retry-failed", "retry_failed", "RETRY", "measure again the cells of this run whose saved row failed "
            "(crash, timeout, error)", "switch", default=False),
     Option("--stop-after", "stop_after", "STOP_AFTER", "wall-clock budget: start no new cell after this many "
-           "seconds (cells in flight finish); the same command resumes the rest", seconds, metavar="SECONDS",
+           "seconds, nor one that the cells timed so far say would end past it (a command's first cell always "
+           "starts; cells in flight finish); the same command resumes the rest", seconds, metavar="SECONDS",
            executors=LOCAL),
     Option("--shard", "shard", "SHARD", "measure only the K-th of N disjoint slices of the matrix (K from 1 to N), "
            "in its own run folder <run id>-shard<K>of<N>; `make merge` joins the shards", metavar="K/N"),

@@ -275,6 +275,18 @@ class Progress:
         self.basis = "; ".join(words)
         return total / self.workers
 
+    def expected(self, k: int) -> float | None:
+        """Seconds queue position k's cell should take at the load now, as estimate_left counts it (an
+        interpreter's first cell with its start); None with nothing to go on."""
+        every = [x for v in self.prior.values() for x in v]
+        if not self.plan or not (self.quiet or every):
+            return statistics.fmean(self.durations) if self.durations else None
+        key = self.plan[k - 1]
+        secs = self._one(key, statistics.fmean(self.quiet or every), self._scale())[0]
+        if self.startups and key[0] not in self.startups:
+            secs += statistics.fmean(self.startups.values())
+        return secs * self._slowdown(crowding(self.load()), key)
+
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 

@@ -167,15 +167,22 @@ class _Session:
     failure: list = field(default_factory=list)
     noted: list = field(default_factory=list)  # the first cell measured beside another collector's (said once)
     measured: set = field(default_factory=set)  # the targets (indices) that saved a row in this session
+    started: int = 0  # cells started in this session: the first always starts, whatever the budget says
+    too_long: tuple | None = None  # (cell, seconds expected, seconds left) of the cell the budget did not start
 
     def take(self, worker: Worker):
         """The next cell for `worker` (announced), or None: the queue is empty or the time budget spent."""
         with self.lock:
             if not self.queue:
                 return None
-            if self.stop_after_s is not None and self.clock() - self.start >= self.stop_after_s:
-                self.budget_hit.set()
-                return None
+            if self.stop_after_s is not None:  # a time budget: no cell past it, if the cells so far tell
+                left = self.stop_after_s - (self.clock() - self.start)
+                need = self.progress.expected(self.queue[0][0]) if self.started and left > 0 else None
+                if left <= 0 or (need is not None and need > left):
+                    self.budget_hit.set()
+                    self.too_long = None if left <= 0 else (self.queue[0][1][1].label(), need, left)
+                    return None
+            self.started += 1
             k, (ti, cell) = self.queue.pop(0)
             label = cell.label() + (f" [{self.opened[ti].target.label}]" if len(self.opened) > 1 else "")
             self.progress.start(k, label + (f" [GPU {worker.gpu}]" if len(self.workers) > 1 else ""))
@@ -310,8 +317,9 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
     failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
     KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
     every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
-    passed no new cell starts (the cells in flight finish), so a time-limited machine ends
-    between cells instead of killing one halfway; the same command resumes.
+    passed no new cell starts (the cells in flight finish), nor, after the session's first, one
+    that the progress estimate (Progress.expected) says would end past it, so a time-limited machine
+    ends between cells instead of killing one halfway; the same command resumes.
     """
     out = out or sys.stdout
     workers = workers or [Worker()]
@@ -352,6 +360,9 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                   "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
                   "again, RETRY=1 (--retry-failed).", file=out, flush=True)
         if session.budget_hit.is_set():
-            print(f"time budget of {stop_after_s:g} s reached: {len(queue)} cell(s) not started; "
+            why = "reached" if session.too_long is None else \
+                "nearly spent: the next cell, {}, should take about {:.0f} s, more than the {:.0f} s left".format(
+                    *session.too_long)
+            print(f"time budget of {stop_after_s:g} s {why}: {len(queue)} cell(s) not started; "
                   "run the same command again to resume", file=out, flush=True)
     return [o.run_dir for o in opened]
