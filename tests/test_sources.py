@@ -605,3 +605,24 @@ def test_a_torchvision_name_is_checked_where_torchvision_does_not_import(monkeyp
                                 "torchvision does not import in this interpreter) has no model 'resnet_50'; closest: "
                                 "resnet50, resnet152, resnet101, fcn_resnet50, resnet34"]
     assert found["missing"] == {"torchvision": ["tv:resnet50"]}
+
+
+def test_the_model_names_are_checked_in_every_interpreter_at_once_and_an_unknown_one_names_its_interpreter(tmp_path):
+    """check_all: two stand-in interpreters that each wait for the other to have started (run one after
+    the other, the first gives up and the check fails); the second's unknown name is the error."""
+    from collector.models.check import check_all
+
+    def interpreter(name: str, other: str, unknown: list[str]) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\ntouch {tmp_path}/{name}.started\n"
+                        f"for i in $(seq 100); do [ -f {tmp_path}/{other}.started ] && break; sleep 0.1; done\n"
+                        f"[ -f {tmp_path}/{other}.started ] || {{ echo 'checked alone' >&2; exit 1; }}\n"
+                        f"echo '{json.dumps({'missing': {}, 'unknown': unknown})}'\n")
+        path.chmod(0o755)
+        return str(path)
+
+    a = interpreter("a", "b", [])
+    b = interpreter("b", "a", ["model hf:BertModle: transformers has no class BertModle; closest: BertModel"])
+    with pytest.raises(ValueError, match=r"checked with .*/b:\n  model hf:BertModle: .*closest: BertModel"):
+        check_all([a, b], ["hf:BertModle", "mlp"], timeout_s=60)
+    check_all([a, interpreter("c", "a", [])], ["hf:BertModel"], timeout_s=60)

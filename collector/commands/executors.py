@@ -24,7 +24,7 @@ from typing import Protocol as TypingProtocol
 from collector.host import envinfo
 
 from collector.commands import shard
-from collector.models.check import check_in
+from collector.models.check import check_all, check_in
 from collector import models
 from collector.plan import matrix as mx
 from collector.host.launch import ForkLauncher, SubprocessLauncher
@@ -247,8 +247,7 @@ class LocalExecutor:
             matrix = req.matrix(preset)
             print(f"preset auto -> {preset} ({env['device']})")
         envs = [env] + [probe_env(path, env["device"]) for _, path in req.pythons[1:]]
-        for _, path in req.pythons:  # timm/hf/user names, in each interpreter that measures them
-            check_in(path, [c.model for c in matrix.cells], matrix.protocol.timeout_s)
+        check_all([path for _, path in req.pythons], [c.model for c in matrix.cells], matrix.protocol.timeout_s)
         labels = target_labels([label for label, _ in req.pythons], envs)
         run_ids = self.run_ids(req, matrix, envs, labels)
         unknown = sorted(set(req.plant_on or []) - set(labels))

@@ -129,5 +129,17 @@ def check_in(python: str, refs: list[str], timeout_s: float | None = None) -> No
         raise ValueError("unknown model name(s), checked with " + python + ":\n  " + "\n  ".join(found["unknown"]))
 
 
+def check_all(pythons: list[str], refs: list[str], timeout_s: float | None = None) -> None:
+    """`check_in` in every interpreter that measures (timm/hf/user names), at once: a check imports the
+    model packages (seconds an interpreter, before any cell; no measurement runs meanwhile). The first
+    interpreter's error, in their order, is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(pythons))) as pool:
+        done = [pool.submit(check_in, py, refs, timeout_s) for py in pythons]
+    for f in done:
+        f.result()
+
+
 if __name__ == "__main__":
     print(json.dumps(check(sys.argv[1:])))
