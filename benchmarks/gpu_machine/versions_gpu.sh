@@ -41,7 +41,8 @@
 #                                                        image's python3 twice with GPUS=TURNS_GPUS (default 0,0), interleaved,
 #                                                        into RUN-N-s and RUN-N-p5 (every compiled step slowed by 5%; N the
 #                                                        cells at a time), then alone into RUN-1, in SECONDS (the same call
-#                                                        resumes); TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
+#                                                        resumes), without energy windows as the suites screen (ENERGY=1 for
+#                                                        them); TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
 #                                                        docs/scale-out.md
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
@@ -170,6 +171,7 @@ case $stage in
     export CELLS=${3:-${CELLS:-}}
     gpus=${TURNS_GPUS:-0,0}; n=$(tr ',' '\n' <<< "$gpus" | wc -l); [ "$gpus" = none ] && gpus= n=0
     preset=${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}
+    export ENERGY=${ENERGY:-0}  # the suites' screen protocol: no energy windows in the exclusive sections
     make collect PYTHON=python3 PRESET="$preset" RUN="$run-$n" GPUS="$gpus" PROCESSES="${PROCESSES:-3}" \
       PYTHONS="s=python3 p5=python3" PLANT_SLOWDOWN=5 PLANT_ON=p5 STOP_AFTER="$secs" || exit
     left=$((end - SECONDS)); [ $left -gt 30 ] || { echo "no time left for $run-1"; exit 0; }
