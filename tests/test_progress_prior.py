@@ -11,15 +11,22 @@ import pyarrow.parquet as pq
 from collector.host.progress import Progress, prior_times
 
 
+def quiet_host():
+    """The host's load as an uncrowded host's: the estimates' arithmetic, whatever else this machine runs
+    (a crowded one stretches every estimate: 210 s read 276.5 s beside a full test suite)."""
+    return None
+
+
 def test_earlier_runs_give_an_estimate_before_any_cell_finished_and_are_scaled_by_this_run():
     prior = prior_times([{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 10.0},
                          {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 100.0}])
     plan = [(0, "mlp", "infer", "default"), (0, "gpt", "train", "default"), (0, "gpt", "train", "default")]
-    p = Progress(3, out=io.StringIO(), plan=plan, prior=prior)
+    p = Progress(3, out=io.StringIO(), plan=plan, prior=prior, load=quiet_host)
     assert p.estimate_left(1) == 210.0  # 10 + 100 + 100, before anything ran
     p.done({"status": "ok"}, 20.0, k=1)  # this run's mlp took twice the earlier one: this machine is slower
     assert p.estimate_left(2) == 400.0  # the gpt cells it has not seen: 2 x 100 s, scaled by 2
-    assert Progress(3, out=io.StringIO(), plan=plan).estimate_left(1) is None  # no earlier runs: no guess
+    no_prior = Progress(3, out=io.StringIO(), plan=plan, load=quiet_host)
+    assert no_prior.estimate_left(1) is None  # no earlier runs: no guess
 
 
 def _run(root, run_id, device, processes, secs):
@@ -54,14 +61,14 @@ def test_an_interpreters_one_off_start_is_not_a_cell_time_and_is_counted_once_pe
     1.59x the 10m43s that remained."""
     plan = [(i % 3, "resnet50", "infer", "default") for i in range(21)]
     out = io.StringIO()
-    p = Progress(21, out=out, plan=plan)
+    p = Progress(21, out=out, plan=plan, load=quiet_host)
     p.done({"status": "ok"}, 51.0, k=1, startup=14.0)
     assert "[51s]" in out.getvalue()  # the line shows the cell's whole wall time
     # 20 cells at 37 s, and interpreters 1 and 2 each start their parent once more
     assert p.estimate_left(2) == 20 * 37.0 + 2 * 14.0
     p.done({"status": "ok"}, 51.0, k=2, startup=14.0)
     assert p.estimate_left(3) == 19 * 37.0 + 14.0
-    q = Progress(21, out=io.StringIO(), plan=plan)
+    q = Progress(21, out=io.StringIO(), plan=plan, load=quiet_host)
     q.done({"status": "ok"}, 51.0, k=1, startup=None)  # the exec launcher: no parent, nothing set apart
     assert q.estimate_left(2) == 20 * 51.0
 
@@ -98,7 +105,7 @@ def test_a_cell_the_earlier_runs_lack_scales_them_by_its_model_and_phase():
     prior = prior_times([{"model": "mlp", "phase": "infer", "mode": "default", "cell_wall_s": 20.0},
                          {"model": "gpt", "phase": "train", "mode": "default", "cell_wall_s": 40.0}])
     plan = [(0, "mlp", "infer", "reduce-overhead"), (0, "gpt", "train", "default")]
-    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior)
+    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior, load=quiet_host)
     p.done({"status": "ok"}, 46.0, k=1)
     assert p.estimate_left(2) == 40.0 * 46.0 / 20.0
 
@@ -127,14 +134,14 @@ def test_the_line_says_when_cells_of_untimed_models_are_guessed():
     plan = [(0, "mlp", "infer", "default"), (0, "mlp", "train", "default"),
             (0, "resnet18", "infer", "default"), (0, "resnet18", "train", "default")]
     out = io.StringIO()
-    p = Progress(4, out=out, plan=plan)
+    p = Progress(4, out=out, plan=plan, load=quiet_host)
     p.done({"status": "ok"}, 12.0, k=1)
     p.start(2, "mlp train")
     assert "about 36s left from the 1 cell done; 3 of them like no cell timed yet (counted as the average cell)" \
         in out.getvalue()
     prior = prior_times([{"model": m, "phase": ph, "mode": "default", "cell_wall_s": 20.0} for _, m, ph, _ in plan])
     out = io.StringIO()
-    q = Progress(4, out=out, plan=plan, prior=prior)
+    q = Progress(4, out=out, plan=plan, prior=prior, load=quiet_host)
     q.done({"status": "ok"}, 12.0, k=1)
     q.start(2, "mlp train")
     assert "guessed" not in out.getvalue()  # every model and phase timed in an earlier run
@@ -293,7 +300,7 @@ def test_a_model_whose_cells_compare_apart_from_the_rest_is_scaled_by_its_own():
                                           ("cnn", "infer", 30.0), ("cnn", "train", 50.0))])
     plan = [(0, "mlp", "infer", "default"), (0, "gpt", "infer", "default"), (0, "cnn", "infer", "default"),
             (0, "gpt", "train", "default"), (0, "cnn", "train", "default")]
-    p = Progress(5, out=io.StringIO(), plan=plan, prior=prior)
+    p = Progress(5, out=io.StringIO(), plan=plan, prior=prior, load=quiet_host)
     p.done({"status": "ok", "model": "mlp"}, 20.0, k=1, label=None)
     p.seen.setdefault(("cell", "mlp", "infer", "default"), [20.0])
     p.seen[("cell", "gpt", "infer", "default")] = [27.0]
@@ -316,7 +323,7 @@ def test_each_earlier_run_is_scaled_by_its_own_cells_where_it_shares_one_with_th
              for i in range(4)]
     prior = prior_times(rows)
     plan = [(0, "mlp", "infer", "default"), (0, "gpt", "train", "default")]
-    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior)
+    p = Progress(2, out=io.StringIO(), plan=plan, prior=prior, load=quiet_host)
     p.done({"status": "ok"}, 17.0, k=1)
     scales = p._scale()
     assert scales[2]["old"] == pytest.approx(17.0 / 23.0) and scales[2]["new0"] == pytest.approx(1.0)

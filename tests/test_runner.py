@@ -39,6 +39,11 @@ class FakeLauncher(LauncherBase):
                 "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0}
 
 
+def quiet_host():
+    """The host's load as an uncrowded host's: the estimates' arithmetic, whatever else this machine runs."""
+    return None
+
+
 def _matrix(**over):
     return mx.build_matrix("smoke", {"models": ["mlp"], "modes": ["default"], "processes": 1, **over})
 
@@ -481,7 +486,7 @@ def test_progress_estimate_divides_by_the_workers():
     t = [0.0]
     for workers, expected in ((1, "about 4m00s left"), (2, "about 2m00s left")):
         out = io.StringIO()
-        p = Progress(5, out=out, clock=lambda: t[0], workers=workers)
+        p = Progress(5, out=out, clock=lambda: t[0], workers=workers, load=quiet_host)
         p.start(1, "a")
         p.done({"cell_id": "a", "status": "ok"}, 60.0)
         p.start(2, "b")  # 4 cells left at 60 s each
@@ -495,14 +500,15 @@ def test_progress_estimates_each_cell_left_from_the_finished_cells_most_like_it(
     from collector.host.progress import Progress
 
     plan = [(0, "a", "infer", "default"), (0, "b", "train", "default")] + [(0, "a", "infer", "default")] * 4
-    p = Progress(6, out=io.StringIO(), plan=plan)
+    p = Progress(6, out=io.StringIO(), plan=plan, load=quiet_host)
     assert p.estimate_left(1) is None
     p.done({"status": "ok"}, 10.0, k=1)
     p.done({"status": "ok"}, 100.0, k=2)
     assert p.estimate_left(3) == pytest.approx(40.0)
-    assert Progress(6, out=io.StringIO()).estimate_left(3) is None
+    assert Progress(6, out=io.StringIO(), load=quiet_host).estimate_left(3) is None
     q = Progress(4, out=io.StringIO(), plan=[(0, "a", "infer", "default"), (0, "b", "infer", "default"),
-                                             (1, "a", "infer", "default"), (1, "c", "infer", "max-autotune")])
+                                             (1, "a", "infer", "default"), (1, "c", "infer", "max-autotune")],
+                 load=quiet_host)
     q.done({"status": "ok"}, 10.0, k=1)
     q.done({"status": "ok"}, 30.0, k=2)
     assert q.estimate_left(3) == pytest.approx(10.0 + 20.0)  # a's copy: 10 s; c: the mean of all, 20 s

@@ -220,6 +220,14 @@ class _Session:
                       "report will; for clean timings measure one collector at a time", file=self.out, flush=True)
         return True
 
+    def budget_note(self, left_in_queue: int) -> str:
+        """What the time budget left undone, and why the next cell did not start."""
+        why = "reached" if self.too_long is None else \
+            "nearly spent: the next cell, {}, should take about {:.0f} s, more than the {:.0f} s left".format(
+                *self.too_long)
+        return (f"time budget of {self.stop_after_s:g} s {why}: {left_in_queue} cell(s) not started; "
+                "run the same command again to resume")
+
     def work(self, worker: Worker, own: list) -> None:
         while not self.stop.is_set():
             check_interrupted()
@@ -360,9 +368,5 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
                   "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
                   "again, RETRY=1 (--retry-failed).", file=out, flush=True)
         if session.budget_hit.is_set():
-            why = "reached" if session.too_long is None else \
-                "nearly spent: the next cell, {}, should take about {:.0f} s, more than the {:.0f} s left".format(
-                    *session.too_long)
-            print(f"time budget of {stop_after_s:g} s {why}: {len(queue)} cell(s) not started; "
-                  "run the same command again to resume", file=out, flush=True)
+            print(session.budget_note(len(queue)), file=out, flush=True)
     return [o.run_dir for o in opened]
