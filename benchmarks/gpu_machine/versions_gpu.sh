@@ -175,7 +175,10 @@ case $stage in
     make collect PYTHON=python3 PRESET="$preset" RUN="$run-$n" GPUS="$gpus" PROCESSES="${PROCESSES:-3}" \
       PYTHONS="s=python3 p5=python3" PLANT_SLOWDOWN=5 PLANT_ON=p5 STOP_AFTER="$secs" || exit
     left=$((end - SECONDS)); [ $left -gt 30 ] || { echo "no time left for $run-1"; exit 0; }
-    make collect PYTHON=python3 PRESET="$preset" RUN="$run-1" GPUS= PROCESSES="${PROCESSES:-3}" STOP_AFTER="$left" ;;
+    make collect PYTHON=python3 PRESET="$preset" RUN="$run-1" GPUS= PROCESSES="${PROCESSES:-3}" STOP_AFTER="$left" || exit
+    # what the logs say the shared run's neighbours did while each was timed, and the pace of both protocols
+    python3 benchmarks/turns_overlap.py "data/runs/$run-$n-s" "data/runs/$run-$n-p5" | tail -n 25
+    python3 benchmarks/turns_compare.py "data/runs/$run-1" "data/runs/$run-$n-s" "data/runs/$run-$n-p5" ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
