@@ -42,7 +42,8 @@
 #                                                        into RUN-N-s and RUN-N-p5 (every compiled step slowed by 5%; N the
 #                                                        cells at a time), then alone into RUN-1, in SECONDS (the same call
 #                                                        resumes), without energy windows as the suites screen (ENERGY=1 for
-#                                                        them); TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
+#                                                        them), then prints benchmarks/turns_overlap.py and turns_compare.py
+#                                                        of the three; TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
 #                                                        docs/scale-out.md
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
