@@ -19,7 +19,7 @@ import time
 from collector.child.childlog import log
 
 TIMING_LOCK_ENV = "TCB_TIMING_LOCK"
-_held = {"timed": False, "depth": 0, "fh": None, "what": None}  # this process's turns: nested GPU work takes no second lock
+_held = {"timed": False, "depth": 0, "fh": None, "what": None}  # this process's turns: nested ones take no lock
 _turns_mutex = threading.Lock()  # the shared turn's count, across the threads of this process
 _autotune = {"turns": 0, "waited_s": 0.0}  # Inductor's benchmarks: counted, not logged one by one
 
