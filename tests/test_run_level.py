@@ -23,8 +23,9 @@ def _e(q, point, lo, hi):
     return est.Estimate(q, point, lo, hi, est.call_rule(point, lo, hi, 0.02, est.QUANTITIES[q][1]), "t")
 
 
-def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), processes=3, lb=False):
-    """A run folder of one cell whose processes' compiled medians are `levels` (eager 2 ms)."""
+def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), processes=3, lb=False, share=1):
+    """A run folder of one cell whose processes' compiled medians are `levels` (eager 2 ms); `share`
+    workers took turns on one GPU (1: the cell alone)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -32,7 +33,8 @@ def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), proces
     d.mkdir(parents=True)
     (root / run_id / "run.json").write_text(json.dumps({
         "run_id": run_id, "environment": {"device_name": "NVIDIA H200", "torch_version": torch, "boot_id": boot},
-        "protocol": {"processes": processes, "blocks": 2, "plant_slowdown_pct": plant}}))
+        "protocol": {"processes": processes, "blocks": 2, "plant_slowdown_pct": plant},
+        "sessions": [{"boot_id": boot, "workers": [{"gpu": 0, "timing_lock": "/tmp/x.lock" if share > 1 else None}] * share}]}))
     comp = [x for lv in levels for x in [lv] * 4]
     eager = [2.0] * len(comp)
     enq = [x * (0.95 if lb else 0.1) for x in comp]
@@ -53,6 +55,8 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
     _run(tmp_path, "p5", plant=5, levels=(1.2, 1.2, 1.2))  # a plant moves the level on purpose
     _run(tmp_path, "elsewhere", boot="b2", levels=(3.0, 3.0, 3.0))  # another machine (boot)
     _run(tmp_path, "newer", torch="2.14.1", levels=(5.0, 5.0, 5.0))  # another build
+    for i in range(3):  # three cells at a time on the GPU, timed in turns: another protocol, its own siblings
+        _run(tmp_path, f"shared{i}", levels=(1.5 + i, 1.5 + i, 1.5 + i), share=3)
     runs = {r.run_id: r for r in discover_runs(tmp_path)}
     h = History(list(runs.values()))
     assert sorted(r.run_id for r in h.siblings(runs["r0"])) == ["r0", "r1", "r2"]
@@ -60,6 +64,7 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
     levels = [math.log(x) for x in (1.00, 1.06, 0.97)]
     assert sp.runs == 3 and abs(sp.s - statistics.stdev(levels)) < 1e-4
     assert h.siblings(runs["p5"]) == [] and h.spread(runs["elsewhere"], "c", "compiled") is None
+    assert sorted(r.run_id for r in h.siblings(runs["shared0"])) == ["shared0", "shared1", "shared2"]
     # a run whose compiled side was launch-bound (host-paced, never called) gives no compiled level
     _run(tmp_path, "r3", levels=(2.0, 2.0, 2.0), lb=True)
     h = History(discover_runs(tmp_path))

@@ -7,7 +7,8 @@ same-torch pairs in data/examples called the MoE compiled step +-4-6% and ResNet
 +39.6% (benchmarks/false_alarms.py) with narrow intervals.
 
 Where the data folder holds several runs of one torch build on one machine (a boot in common), of
-one protocol, none with a plant ("siblings"), they measure that run-to-run spread directly: per
+one protocol (the same settings, and each cell alone on its GPU or sharing it alike), none with a
+plant ("siblings"), they measure that run-to-run spread directly: per
 cell and quantity, the standard deviation `s` of the siblings' run levels (the mean over processes
 of ln of each process's median step; ln speedup likewise). With `MIN_RUNS` or more siblings and `s`
 above the run's own standard error, the comparison takes the run's level as one draw of the
@@ -44,10 +45,23 @@ def planted(run: Run) -> bool:
     return any(run.manifest.get("protocol", {}).get(k) for k in PLANT_KEYS)
 
 
+def sharing(run: Run) -> tuple:
+    """How many cells took turns on one GPU in each of the run's sessions (1: a cell alone). Cells that
+    share a GPU are timed alone but beside neighbours that compile: on the H200's host that slowed
+    host-paced steps by 11-79% while GPU-bound ones stayed within 2% (docs/scale-out.md), so runs of
+    the two protocols are no siblings."""
+    got = set()
+    for s in run.manifest.get("sessions") or []:
+        locks = [w.get("timing_lock") for w in s.get("workers") or [] if w.get("timing_lock")]
+        got.add(max((locks.count(x) for x in locks), default=1))
+    return tuple(sorted(got or {1}))
+
+
 def protocol(run: Run) -> tuple:
-    """The protocol that makes two runs' levels comparable: all but the plant and the time limit."""
+    """The protocol that makes two runs' levels comparable: all but the plant and the time limit, and
+    whether the cells had the GPU alone (`sharing`)."""
     return tuple(sorted((k, repr(v)) for k, v in run.manifest.get("protocol", {}).items()
-                        if k not in PLANT_KEYS and k != "timeout_s"))
+                        if k not in PLANT_KEYS and k != "timeout_s")) + (("sharing", sharing(run)),)
 
 
 def launch_bound(enqueue, step, steps_per_block) -> bool:
