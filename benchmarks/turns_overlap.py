@@ -10,6 +10,12 @@ processes spent in each stage (benchmarks/cell_time.py's names: the cold compile
 ...). Then over all of them: the share of the timed time beside each stage. Two timed sections at
 once, or another process's GPU turn (its untimed work on the GPU, held shared: collector/child/turns.py)
 during a timed section, would mean the turns failed: each is printed, and the exit code is 1.
+
+With `--alone RUN` (the same cells one at a time: tt-1), each timed process's eager and compiled
+medians against the alone run's (the median of its processes' medians), and at the end, per side
+launch-bound alone or not (the report's rule), the median of those ratios over the processes timed
+beside another cell's compile and over those timed beside none: whether the neighbours' compiles are
+what moved a side.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cell_time import HEADER, LINE, STAGES  # noqa: E402
 
 EPOCH = re.compile(r"clock at epoch ([0-9.]+)\)")
@@ -96,9 +103,63 @@ def beside(procs: list[dict]) -> tuple[list[dict], list[str]]:
     return rows, clashes
 
 
+def process_steps(run: Path) -> dict:
+    """(cell, process index) -> {side: median step ms} of a run's ok cells, and cell -> {side: (median over
+    processes, launch-bound)}."""
+    import statistics
+
+    import pyarrow.parquet as pq
+
+    from analysis.stats.history import launch_bound
+    from collector.record.contract import process_medians
+
+    per, cells = {}, {}
+    for f in sorted((run / "cells").glob("*.parquet")):
+        for r in pq.read_table(f).to_pylist():
+            if r["status"] != "ok" or not r.get("compiled_step_ms"):
+                continue
+            p = int(r["processes"] or 1)
+            cells[r["cell_id"]] = {}
+            for side in ("eager", "compiled"):
+                meds = process_medians(r[f"{side}_step_ms"], p)
+                for i, m in enumerate(meds):
+                    per.setdefault((r["cell_id"], i), {})[side] = float(m)
+                lb = launch_bound(r.get(f"{side}_enqueue_ms"), r.get(f"{side}_step_ms"), r.get("steps_per_block"))
+                cells[r["cell_id"]][side] = (statistics.median(meds), lb)
+    return per, cells
+
+
+def against_alone(rows: list[dict], shared: list[Path], alone: Path) -> None:
+    """Each timed process's step medians over the alone run's, then the medians by neighbour and regime."""
+    import statistics
+
+    _, base = process_steps(alone)
+    per = {}
+    for run in shared:
+        got, _ = process_steps(run)
+        per.update({(run.name, cell, i): v for (cell, i), v in got.items()})
+    groups: dict[tuple, list[float]] = {}
+    print(f"{'run':12} {'cell':50} {'process':11} {'eager':>7} {'compiled':>9}  compile beside (s per s timed)")
+    for r in rows:
+        idx = 0 if r["kind"] == "cold" else int(r["kind"].split()[-1]) if r["kind"].startswith("replicate") else None
+        mine, ref = per.get((r["run"], r["cell"], idx)), base.get(r["cell"])
+        if idx is None or not mine or not ref:
+            continue
+        busy = r["stages"].get("compiled first call (compile)", 0.0) / r["timed_s"]
+        x = {side: mine[side] / ref[side][0] for side in ("eager", "compiled")}
+        print(f"{r['run'][:12]:12} {r['cell'][:50]:50} {r['kind']:11} {x['eager']:6.2f}x {x['compiled']:8.2f}x  {busy:.1f}")
+        for side in x:
+            groups.setdefault(("launch-bound" if ref[side][1] else "GPU-bound", busy > 0.05), []).append(x[side])
+    for (regime, busy), xs in sorted(groups.items()):
+        print(f"# {regime} sides (alone), timed beside {'a compile' if busy else 'no compile'}: "
+              f"median {statistics.median(xs):.2f}x of alone over {len(xs)} process sides")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", type=Path, nargs="+", help="run folders collected together (tn-3-s tn-3-p5)")
+    ap.add_argument("--alone", type=Path, help="the same cells one at a time (tt-1): each timed process's "
+                    "steps against it")
     args = ap.parse_args(argv)
     procs = [p for run in args.runs for log in sorted((run / "logs").glob("*.log")) if log.stem != "launcher"
              for p in processes(log)]
@@ -117,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     timed = sum(r["timed_s"] for r in rows)
     print(f"# {len(rows)} timed processes, {timed:.1f} s timed; beside them: "
           + (", ".join(f"{n} {s / timed:.0%}" for n, s in sorted(total.items(), key=lambda kv: -kv[1])) or "nothing"))
+    if args.alone:
+        against_alone(rows, args.runs, args.alone)
     for c in clashes:
         print(f"CLASH: {c}")
     return 1 if clashes else 0

@@ -96,3 +96,35 @@ def test_runs_travel_without_old_logs_both_ways_and_a_machines_own_files_stay(tm
     assert back == {"data/runs/r-a/cells/c1.parquet", "data/runs/r-a/cells/c2.parquet",
                     "data/runs/r-a/cells/c3.parquet", "data/runs/r-a/run.json", "data/runs/rc.toml",
                     "data/runs/r-a/logs/c3.log"}, back
+
+
+def test_a_suites_screen_may_take_turns_and_its_confirmation_measures_alone(tmp_path):
+    """versions_gpu.sh suites, the real script with stand-in `make` and interpreters: the screen's
+    `make collect` reads GPUS=0,0,0 from the environment; the confirmation's is given `GPUS=` (a cell
+    alone on the GPU), whatever the screen took."""
+    import subprocess
+
+    script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir(), (work / "data" / "runs").mkdir(parents=True)
+    # make: record its arguments and GPUS; a screen writes one cell under each interpreter's run
+    (bin_dir / "make").write_text(
+        "#!/bin/bash\necho \"GPUS_ENV=${GPUS:-} ARGS=$*\" >> calls.txt\n"
+        "case \"$*\" in *RUN=su*) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
+        "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
+    # python3 / new: the label, the matrix's size, and `analysis confirm` writing the confirmation preset
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
+        "  *confirm*) echo 'cells = []' > data/runs/suc.toml;; esac\n")
+    (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
+    for f in ("make", "python3", "newpy"):
+        (bin_dir / f).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUS": "0,0,0", "NEW": str(bin_dir / "newpy")}
+    ran = subprocess.run(["bash", str(script), "suites", "su", "600"], cwd=work, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    calls = (work / "calls.txt").read_text().splitlines()
+    assert len(calls) == 2, calls
+    screen, confirm = calls
+    assert "RUN=su " in screen and "GPUS_ENV=0,0,0" in screen and " GPUS=" not in screen, screen
+    assert "RUN=suc " in confirm and " GPUS=" in confirm.split("ARGS=")[1] + " ", confirm

@@ -33,7 +33,9 @@
 #                                                        (CELLS= narrows the matrix), the N (default 12) cells that moved most
 #                                                        (make confirm; AA=X:Y in the environment judges each by its class's
 #                                                        A/A spread) again under both with 3 processes, into RUNc-torch<version>;
-#                                                        PROCESSES=1 is the screen's if the preset says otherwise
+#                                                        PROCESSES=1 is the screen's if the preset says otherwise;
+#                                                        GPUS=0,0,0 screens three cells at a time on GPU 0 (every
+#                                                        command of a pass alike), the confirmation alone
 #   bash benchmarks/gpu_machine/versions_gpu.sh turns RUN SECONDS [CELLS]  several cells at a time on one GPU against one at a
 #                                                        time, on one machine, PROCESSES (default 3) a cell so that a change
 #                                                        can be called: PRESET (default
@@ -45,6 +47,15 @@
 #                                                        them), then prints benchmarks/turns_overlap.py and turns_compare.py
 #                                                        of the three; TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
 #                                                        docs/scale-out.md
+#   bash benchmarks/gpu_machine/versions_gpu.sh hostprobe RUN CELLS   what slows a launch-bound cell beside other cells on one
+#                                                        GPU (tt-*: GPT-2 bs8 1.7-1.9x, with or without a neighbour
+#                                                        compiling): CELLS under the image's python3 one at a time,
+#                                                        3 processes, no energy windows, five ways one after the
+#                                                        other: RUN-all (every core), RUN-pin (pinned to a third of
+#                                                        them, as a worker of GPUS=0,0,0), RUN-ctx (every core, two
+#                                                        idle processes holding a CUDA context on the GPU), RUN-busy
+#                                                        (pinned, the other cores spinning), RUN-all2 (every core
+#                                                        again: the A/A); then the medians side by side
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -126,7 +137,7 @@ screen_confirm() {
     ${aa:+--aa "$aa"} --max-cells "$n" --run ${run}c --out data/runs --write-only || return
   [ -f data/runs/${run}c.toml ] || { echo "the screen: nothing moved beyond its threshold; no confirmation"; return 0; }
   make collect PYTHON=python3 PRESET=data/runs/${run}c.toml RUN=${run}c STOP_AFTER="$left" RETRY="${RETRY:-}" PYTHONS="$pys" \
-    PROCESSES=  # the preset's 3, whatever the screen took
+    PROCESSES= GPUS=  # the preset's 3, whatever the screen took; a cell alone on the GPU, whatever GPUS= the screen took
 }
 case $stage in
   wheels)
@@ -180,6 +191,21 @@ case $stage in
     # what the logs say the shared run's neighbours did while each was timed, and the pace of both protocols
     python3 benchmarks/turns_overlap.py "data/runs/$run-$n-s" "data/runs/$run-$n-p5" | tail -n 25
     python3 benchmarks/turns_compare.py "data/runs/$run-1" "data/runs/$run-$n-s" "data/runs/$run-$n-p5" ;;
+  hostprobe)
+    run=$1 cells=$2
+    third=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:max(1, len(c) // 3)])))')
+    rest=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(" ".join(map(str, c[max(1, len(c) // 3):])))')
+    probe() { make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-$1" \
+      CELLS="$cells" PROCESSES=3 ENERGY=0 | grep -- '->'; }
+    probe all
+    taskset -c "$third" bash -c "$(declare -f probe); run=$run cells='$cells' probe pin"
+    pids=; for i in 1 2; do python3 -c 'import time, torch; torch.zeros(1, device="cuda" if torch.cuda.is_available() else "cpu"); time.sleep(3600)' & pids="$pids $!"; done
+    sleep 20; probe ctx; kill $pids
+    pids=; for c in $rest; do taskset -c "$c" python3 -c 'while True: pass' & pids="$pids $!"; done
+    taskset -c "$third" bash -c "$(declare -f probe); run=$run cells='$cells' probe busy"; kill $pids
+    probe all2
+    python3 benchmarks/turns_compare.py "data/runs/$run-all" "data/runs/$run-all2"
+    for w in pin ctx busy; do python3 benchmarks/turns_compare.py "data/runs/$run-all" "data/runs/$run-$w" | sed "s/^/$w: /"; done ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -202,5 +228,5 @@ case $stage in
   *) echo "stages: carry-runs (here) | wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N] | turns RUN SECONDS [CELLS]" \
        "| aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
-       "| runs PREFIX N SECONDS CELLS" >&2; exit 2 ;;
+       "| runs PREFIX N SECONDS CELLS | hostprobe RUN CELLS" >&2; exit 2 ;;
 esac
