@@ -47,9 +47,9 @@ def planted(run: Run) -> bool:
 
 def sharing(run: Run) -> tuple:
     """How many cells took turns on one GPU in each of the run's sessions (1: a cell alone). Cells that
-    share a GPU are timed alone but beside neighbours that compile: on the H200's host that slowed
-    host-paced steps by 11-79% while GPU-bound ones stayed within 2% (docs/scale-out.md), so runs of
-    the two protocols are no siblings."""
+    share a GPU are timed alone but beside neighbours: on the H200's host that moved host-paced steps
+    by -10% to +79% while GPU-bound ones stayed within 2% (docs/scale-out.md), so runs of the two
+    protocols are no siblings."""
     got = set()
     for s in run.manifest.get("sessions") or []:
         locks = [w.get("timing_lock") for w in s.get("workers") or [] if w.get("timing_lock")]
