@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             preset=args.preset, overrides=overrides, out=Path(args.out), run_id=args.run_id,
             pythons=[executors.split_python(t) for t in (args.pythons or [sys.executable])],
             shard=shard.parse(args.shard) if args.shard else None, cells=args.cells, device=args.device,
-            gpus=args.gpus, launcher=args.launcher, retry_failed=args.retry_failed, stop_after_s=args.stop_after,
+            gpus=args.gpus, timed_cpus=args.timed_cpus, launcher=args.launcher, retry_failed=args.retry_failed, stop_after_s=args.stop_after,
             plant_on=args.plant_on, dry_run=args.dry_run, note=args.note,
             slurm=executors.SlurmOptions(
                 partition=args.slurm_partition, account=args.slurm_account, constraint=args.slurm_constraint,

@@ -23,7 +23,8 @@ def _e(q, point, lo, hi):
     return est.Estimate(q, point, lo, hi, est.call_rule(point, lo, hi, 0.02, est.QUANTITIES[q][1]), "t")
 
 
-def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), processes=3, lb=False, share=1):
+def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), processes=3, lb=False, share=1,
+         wide=False):
     """A run folder of one cell whose processes' compiled medians are `levels` (eager 2 ms); `share`
     workers took turns on one GPU (1: the cell alone)."""
     import pyarrow as pa
@@ -34,7 +35,8 @@ def _run(root, run_id, boot="b1", torch="2.11.0", plant=0, levels=(1.0,), proces
     (root / run_id / "run.json").write_text(json.dumps({
         "run_id": run_id, "environment": {"device_name": "NVIDIA H200", "torch_version": torch, "boot_id": boot},
         "protocol": {"processes": processes, "blocks": 2, "plant_slowdown_pct": plant},
-        "sessions": [{"boot_id": boot, "workers": [{"gpu": 0, "timing_lock": "/tmp/x.lock" if share > 1 else None}] * share}]}))
+        "sessions": [{"boot_id": boot, "workers": [{"gpu": 0, "timing_lock": "/tmp/x.lock" if share > 1 else None,
+                                                    "timed_cpus": [0, 1] if wide else None}] * share}]}))
     comp = [x for lv in levels for x in [lv] * 4]
     eager = [2.0] * len(comp)
     enq = [x * (0.95 if lb else 0.1) for x in comp]
@@ -65,6 +67,9 @@ def test_sibling_runs_measure_a_cells_run_to_run_spread_and_a_planted_or_other_m
     assert sp.runs == 3 and abs(sp.s - statistics.stdev(levels)) < 1e-4
     assert h.siblings(runs["p5"]) == [] and h.spread(runs["elsewhere"], "c", "compiled") is None
     assert sorted(r.run_id for r in h.siblings(runs["shared0"])) == ["shared0", "shared1", "shared2"]
+    _run(tmp_path, "wide", share=3, wide=True)  # the same, its timed sections on every core: none of theirs
+    h = History(discover_runs(tmp_path))
+    assert [r.run_id for r in h.siblings(next(r for r in discover_runs(tmp_path) if r.run_id == "wide"))] == ["wide"]
     # a run whose compiled side was launch-bound (host-paced, never called) gives no compiled level
     _run(tmp_path, "r3", levels=(2.0, 2.0, 2.0), lb=True)
     h = History(discover_runs(tmp_path))

@@ -44,6 +44,42 @@ def test_a_gpu_listed_twice_gives_two_workers_one_lock_and_their_own_cores(monke
     assert all(w.timing_lock is None for w in plan_workers([0, 1]))
 
 
+def test_timed_sections_on_every_core_only_where_asked_and_only_for_a_shared_gpu(monkeypatch):
+    """--timed-cpus all: the workers of a shared GPU carry every core for their timed sections (a worker
+    alone on its GPU, none), and the launcher passes them to the cell process beside the lock."""
+    from collector.host import workers
+    from collector.host.launch import SubprocessLauncher
+    from collector.host.workers import TIMED_CPUS_ENV
+
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(6)))
+    x, y, z = plan_workers([0, 1, 1], timed_on_all=True)
+    assert x.timed_cpus is None and y.timed_cpus == z.timed_cpus == tuple(range(6)) and len(y.cpus) == 2
+    assert all(w.timed_cpus is None for w in plan_workers([1, 1]))  # the default: the worker's share
+    env = SubprocessLauncher(worker=y)._base_env()
+    assert env[TIMED_CPUS_ENV] == "0,1,2,3,4,5" and env[TIMING_LOCK_ENV] == y.timing_lock
+    assert TIMED_CPUS_ENV not in SubprocessLauncher(worker=x)._base_env()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to widen onto")
+def test_the_timed_thread_runs_on_the_named_cores_and_on_its_own_after(tmp_path, monkeypatch):
+    from collector.child import turns
+
+    cores = sorted(os.sched_getaffinity(0))
+    monkeypatch.setenv(TIMING_LOCK_ENV, str(tmp_path / "gpu.lock"))
+    monkeypatch.setenv(turns.TIMED_CPUS_ENV, ",".join(map(str, cores)))
+    os.sched_setaffinity(0, {cores[0]})
+    try:
+        assert turns.cores_note() == f"cores {cores[0]}; "
+        result = {}
+        with turns.timed_turn(result):
+            inside = os.sched_getaffinity(0)
+        after = os.sched_getaffinity(0)
+    finally:
+        os.sched_setaffinity(0, set(cores))
+    assert inside == set(cores) and after == {cores[0]} and result["timing_wait_s"][0] < 1
+    assert turns.cores_note() == ""
+
+
 def _cell_process(tmp_path):
     lock = tmp_path / "gpu.lock"
     spec, result = tmp_path / "spec.json", tmp_path / "result.json"

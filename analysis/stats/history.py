@@ -46,15 +46,18 @@ def planted(run: Run) -> bool:
 
 
 def sharing(run: Run) -> tuple:
-    """How many cells took turns on one GPU in each of the run's sessions (1: a cell alone). Cells that
+    """How many cells took turns on one GPU in each of the run's sessions (1: a cell alone), and whether
+    their timed sections ran on every core (`--timed-cpus all`). Cells that
     share a GPU are timed alone but beside neighbours: on the H200's host that moved host-paced steps
     by -10% to +79% while GPU-bound ones stayed within 2% (docs/scale-out.md), so runs of the two
     protocols are no siblings."""
     got = set()
     for s in run.manifest.get("sessions") or []:
-        locks = [w.get("timing_lock") for w in s.get("workers") or [] if w.get("timing_lock")]
-        got.add(max((locks.count(x) for x in locks), default=1))
-    return tuple(sorted(got or {1}))
+        shared = [w for w in s.get("workers") or [] if w.get("timing_lock")]
+        locks = [w["timing_lock"] for w in shared]
+        wide = any(w.get("timed_cpus") for w in shared)  # --timed-cpus all: another protocol again
+        got.add((max((locks.count(x) for x in locks), default=1), wide))
+    return tuple(sorted(got or {(1, False)}))
 
 
 def protocol(run: Run) -> tuple:

@@ -47,15 +47,17 @@
 #                                                        them), then prints benchmarks/turns_overlap.py and turns_compare.py
 #                                                        of the three; TURNS_GPUS=none: no GPUS= (a check of the stage on a CPU);
 #                                                        docs/scale-out.md
-#   bash benchmarks/gpu_machine/versions_gpu.sh hostprobe RUN CELLS   what slows a launch-bound cell beside other cells on one
-#                                                        GPU (tt-*: GPT-2 bs8 1.7-1.9x, with or without a neighbour
-#                                                        compiling): CELLS under the image's python3 one at a time,
-#                                                        3 processes, no energy windows, five ways one after the
+#   bash benchmarks/gpu_machine/versions_gpu.sh hostprobe RUN CELLS [SHARED]  what slows a launch-bound cell beside other
+#                                                        cells on one GPU (tt-*: GPT-2 bs8 1.7-1.9x, with or without a
+#                                                        neighbour compiling): CELLS under the image's python3 one at a
+#                                                        time, 3 processes, no energy windows, five ways one after the
 #                                                        other: RUN-all (every core), RUN-pin (pinned to a third of
 #                                                        them, as a worker of GPUS=0,0,0), RUN-ctx (every core, two
 #                                                        idle processes holding a CUDA context on the GPU), RUN-busy
 #                                                        (pinned, the other cores spinning), RUN-all2 (every core
-#                                                        again: the A/A); then the medians side by side
+#                                                        again: the A/A); with SHARED (cells, CELLS among them), those
+#                                                        three at a time with GPUS=0,0,0 into RUN-s, then again with
+#                                                        TIMED_CPUS=all into RUN-w; then each against RUN-all
 #   bash benchmarks/gpu_machine/versions_gpu.sh plant RUN SECONDS CELLS  the kernel profile's A/A and planted check: the image's
 #                                                        python3 three times (a, b, and p10 with every compiled step
 #                                                        slowed by 10% on the host), PROFILE=1, interleaved
@@ -192,11 +194,11 @@ case $stage in
     python3 benchmarks/turns_overlap.py "data/runs/$run-$n-s" "data/runs/$run-$n-p5" | tail -n 25
     python3 benchmarks/turns_compare.py "data/runs/$run-1" "data/runs/$run-$n-s" "data/runs/$run-$n-p5" ;;
   hostprobe)
-    run=$1 cells=$2
+    run=$1 cells=$2 shared=${3:-}
     third=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(",".join(map(str, c[:max(1, len(c) // 3)])))')
     rest=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(" ".join(map(str, c[max(1, len(c) // 3):])))')
     probe() { make collect PYTHON=python3 PRESET="${PRESET:-benchmarks/gpu_machine/resolve-h200.toml}" RUN="$run-$1" \
-      CELLS="$cells" PROCESSES=3 ENERGY=0 | grep -- '->'; }
+      CELLS="${2:-$cells}" PROCESSES=3 ENERGY=0 | grep -- '->'; }
     probe all
     taskset -c "$third" bash -c "$(declare -f probe); run=$run cells='$cells' probe pin"
     pids=; for i in 1 2; do python3 -c 'import time, torch; torch.zeros(1, device="cuda" if torch.cuda.is_available() else "cpu"); time.sleep(3600)' & pids="$pids $!"; done
@@ -204,8 +206,11 @@ case $stage in
     pids=; for c in $rest; do taskset -c "$c" python3 -c 'while True: pass' & pids="$pids $!"; done
     taskset -c "$third" bash -c "$(declare -f probe); run=$run cells='$cells' probe busy"; kill $pids
     probe all2
-    python3 benchmarks/turns_compare.py "data/runs/$run-all" "data/runs/$run-all2"
-    for w in pin ctx busy; do python3 benchmarks/turns_compare.py "data/runs/$run-all" "data/runs/$run-$w" | sed "s/^/$w: /"; done ;;
+    ways="all2 pin ctx busy"
+    if [ -n "$shared" ]; then
+      GPUS=0,0,0 probe s "$shared"; GPUS=0,0,0 TIMED_CPUS=all probe w "$shared"; ways="$ways s w"
+    fi
+    for w in $ways; do python3 benchmarks/turns_compare.py "data/runs/$run-all" "data/runs/$run-$w" | sed "s/^/$w: /"; done ;;
   plant)
     run=$1 secs=$2 cells=$3
     make collect PYTHON=python3 PRESET=versions RUN="$run" CELLS="$cells" STOP_AFTER="$secs" PROFILE=1 \
@@ -228,5 +233,5 @@ case $stage in
   *) echo "stages: carry-runs (here) | wheels | install VERSION... | release RUN SECONDS PY... | resolve RUN SECONDS [N] | suites RUN SECONDS [N] | turns RUN SECONDS [CELLS]" \
        "| aa RUN SECONDS CELLS | plant RUN SECONDS CELLS" \
        "| coldplant RUN SECONDS CELLS MS | guards RUN CELLS PY..." \
-       "| runs PREFIX N SECONDS CELLS | hostprobe RUN CELLS" >&2; exit 2 ;;
+       "| runs PREFIX N SECONDS CELLS | hostprobe RUN CELLS [SHARED]" >&2; exit 2 ;;
 esac

@@ -21,7 +21,7 @@ from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
 from collector.child.sides import Sides, _capture, _make_sides, _reference64, _setup
 from collector.child.sweep import _recompile_sweep
-from collector.child.turns import autotune_turns, gpu_turn, hook_benchmarks, timed_turn
+from collector.child.turns import autotune_turns, cores_note, gpu_turn, hook_benchmarks, timed_turn
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
 
 
@@ -143,8 +143,8 @@ def _needs_missing(job, result: CellResult) -> bool:
 
 def _start(job, result: CellResult, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
-    log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'}; clock at epoch "
-        f"{epoch_of_clock():.2f})")  # every line's time on one clock across processes: turns_overlap.py
+    log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'}; {cores_note()}clock at "
+        f"epoch {epoch_of_clock():.2f})")  # every line's time on one clock across processes: turns_overlap.py
     torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result)
     log(f"torch imported, model built on {dev}")
     if hooked := hook_benchmarks():  # a GPU shared with another cell: autotuning waits for its turns

@@ -5,6 +5,8 @@ sweep), so no two of them are timed at once (`timed_turn`). Its other work on th
 there, the float64 reference, the eager first call and warm-up, the compiled warm-up and the correctness
 check, Inductor's autotuning benchmarks) holds the same lock shared (`gpu_turn`): several cells may do
 such work at once, none while another cell is timed. The compile itself, on the host, holds nothing.
+With TCB_TIMED_CPUS (`--timed-cpus all`) the thread that holds the lock exclusively runs on those cores
+until it lets it go, then on its worker's share again (`_wider`).
 The waits come before a stage and are in no figure. Without the variable (the default, one cell a GPU)
 nothing is taken."""
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collector.child.childlog import log
 
 TIMING_LOCK_ENV = "TCB_TIMING_LOCK"
+TIMED_CPUS_ENV = "TCB_TIMED_CPUS"  # --timed-cpus all: the cores the timed section runs on, comma-separated
 _held = {"timed": False, "depth": 0, "fh": None, "what": None}  # this process's turns: nested ones take no lock
 _turns_mutex = threading.Lock()  # the shared turn's count, across the threads of this process
 _autotune = {"turns": 0, "waited_s": 0.0}  # Inductor's benchmarks: counted, not logged one by one
@@ -51,12 +54,30 @@ def timed_turn(result: dict):
         log(f"timing lock taken after {waited:.2f} s (at {time.time():.3f})")  # the epoch: across processes
         _held["timed"] = True
         try:
-            yield
+            with _wider(os.environ.get(TIMED_CPUS_ENV)):
+                yield
         finally:
             _held["timed"] = False
             released = time.time()
             fcntl.flock(fh, fcntl.LOCK_UN)
             log(f"timing lock released (at {released:.3f})")
+
+
+@contextlib.contextmanager
+def _wider(cpus: str | None):
+    """Run the calling thread on `cpus` (comma-separated) inside, on the cores it had before after; the
+    thread that times a cell issues its launches (Linux: the affinity is the thread's)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    want = {int(c) for c in cpus.split(",") if c.strip()}
+    os.sched_setaffinity(0, want)
+    log(f"timed section on cores {cpus} (its worker's: {','.join(map(str, sorted(before)))})")
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 @contextlib.contextmanager
@@ -132,3 +153,19 @@ def _in_turn(fn):
             return fn(*args, **kwargs)
     wrapper._gpu_turn = True
     return wrapper
+
+
+def cores_note() -> str:
+    """'cores 0-4; ' where the process may run on part of the host's cores (a worker's share), else ''."""
+    try:
+        mine, host = sorted(os.sched_getaffinity(0)), os.cpu_count()
+    except AttributeError:
+        return ""
+    if len(mine) == host:
+        return ""
+    runs, start = [], mine[0]
+    for a, b in zip(mine, mine[1:] + [None]):
+        if b != a + 1:
+            runs.append(f"{start}-{a}" if a > start else f"{a}")
+            start = b
+    return f"cores {','.join(runs)}; "

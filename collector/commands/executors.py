@@ -70,6 +70,7 @@ class Request:
     cells: list[str] | None = None  # --cells patterns
     device: str | None = None
     gpus: str = ""
+    timed_cpus: str = "worker"  # --timed-cpus: a shared GPU's timed sections on the worker's cores or on all
     launcher: str = "fork"
     retry_failed: bool = False
     stop_after_s: float | None = None
@@ -257,7 +258,10 @@ class LocalExecutor:
             for r in run_ids:
                 dry_run(matrix, req.out, r, req.retry_failed)
             return 0
-        workers = plan_workers(parse_gpus(req.gpus, env))
+        workers = plan_workers(parse_gpus(req.gpus, env), timed_on_all=req.timed_cpus == "all")
+        if req.timed_cpus == "all" and not any(w.timed_cpus for w in workers):
+            print("note: --timed-cpus all changes nothing here: no GPU is listed more than once in --gpus "
+                  "(e.g. GPUS=0,0,0), so every cell already runs on its worker's cores alone", file=sys.stderr)
         targets = []
         for (_, path), e, label, run_id in zip(req.pythons, envs, labels, run_ids):
             m = matrix

@@ -128,6 +128,10 @@ RUN = (
     Option("--gpus", "gpus", "GPUS", "measure cells concurrently, one per GPU: comma-separated indices or 'all'; "
            "a GPU listed twice (0,0) takes two cells at a time, timed in turn while the other compiles "
            "(default: one cell at a time on the default device, the cleanest timing)", default="", executors=LOCAL),
+    Option("--timed-cpus", "timed_cpus", "TIMED_CPUS", "where a GPU is listed more than once, the cores a cell's "
+           "timed section runs on: 'worker' (its worker's share of the host, the default) or 'all' (every core "
+           "this collector may use, back to the worker's share after; docs/scale-out.md)",
+           choices=("worker", "all"), default="worker", executors=LOCAL),
     Option("--retry-failed", "retry_failed", "RETRY", "measure again the cells of this run whose saved row failed "
            "(crash, timeout, error)", "switch", default=False),
     Option("--stop-after", "stop_after", "STOP_AFTER", "wall-clock budget: start no new cell after this many "

@@ -24,7 +24,7 @@ from collector.host import zygote
 from collector.child.cell import looks_like_oom
 from collector.host.cell_output import CappedLog, _last_step, _partial, _read_tail, _tail
 from collector.host.stop import INTERRUPTED, RUNNING
-from collector.host.workers import TIMING_LOCK_ENV, Worker
+from collector.host.workers import TIMED_CPUS_ENV, TIMING_LOCK_ENV, Worker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ZYGOTE_START_S = 600  # the fork parent's imports and CUDA probe (a cold disk cache can be slow)
@@ -98,8 +98,11 @@ class SubprocessLauncher(LauncherBase):
         if self.worker.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.worker.gpu)
         env.pop(TIMING_LOCK_ENV, None)
+        env.pop(TIMED_CPUS_ENV, None)
         if self.worker.timing_lock:
             env[TIMING_LOCK_ENV] = self.worker.timing_lock
+            if self.worker.timed_cpus:
+                env[TIMED_CPUS_ENV] = ",".join(map(str, self.worker.timed_cpus))
         return env
 
     def _tag(self) -> str:

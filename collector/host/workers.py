@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.child.turns import TIMING_LOCK_ENV  # noqa: F401  (the launcher sets it)
+from collector.child.turns import TIMED_CPUS_ENV, TIMING_LOCK_ENV  # noqa: F401  (the launcher sets them)
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class Worker:
     gpu: int | None = None
     cpus: tuple[int, ...] | None = None
     timing_lock: str | None = None
+    timed_cpus: tuple[int, ...] | None = None  # the cores its cells' timed sections run on (None: `cpus`)
 
 
 def timing_lock_path(gpu: int) -> str:
@@ -25,14 +26,16 @@ def timing_lock_path(gpu: int) -> str:
     return str(Path(tempfile.gettempdir()) / f"tcb-timing-gpu{gpu}.lock")
 
 
-def plan_workers(gpus: list[int] | None) -> list[Worker]:
+def plan_workers(gpus: list[int] | None, timed_on_all: bool = False) -> list[Worker]:
     """One worker per listed GPU, the CPU cores this process may use split evenly between them.
 
     No list: one worker on the default device with every core (the honest default: a cell
     alone on the host). Several: cells run concurrently, one per GPU (recorded per row). A GPU
     listed twice (`0,0`): two cells at a time on it; one compiles (and builds, and checks) while the
     other is timed, and no two of its cells are timed at once (`timing_lock`). Whether that leaves
-    the figures as they are alone is a measured question (docs/scale-out.md).
+    the figures as they are alone is a measured question (docs/scale-out.md). `timed_on_all`: a
+    shared GPU's cells run their timed sections on every core this process may use (`timed_cpus`),
+    their other work on their worker's share.
     """
     if not gpus:
         return [Worker()]
@@ -50,8 +53,9 @@ def plan_workers(gpus: list[int] | None) -> list[Worker]:
     if len(groups) < len(gpus) or os.environ.get("TCB_CPU_SPLIT") == "logical":
         groups = [(c,) for c in cores]  # too few physical cores (or asked for): split logical CPUs
     per = len(groups) // len(gpus)
+    wide = tuple(cores) if timed_on_all else None
     return [Worker(gpu=g, cpus=tuple(sorted(c for grp in groups[i * per:(i + 1) * per] for c in grp)),
-                   timing_lock=lock[g]) for i, g in enumerate(gpus)]
+                   timing_lock=lock[g], timed_cpus=wide if lock[g] else None) for i, g in enumerate(gpus)]
 
 
 def physical_cores(cpus: list[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:
