@@ -132,6 +132,7 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
     (note,) = provenance.collection_notes(local, shared)
     assert note.startswith("2 of 2 cells were measured with up to 2 cells running at once on this host, sharing a "
                            "GPU (GPUS=0,0): their timed blocks took turns") and "another collector" not in note
+    assert "launch-bound" in note and "measured alone" in note
     assert provenance.several_machines(run, rows) and not provenance.several_machines(local, gpus)
 
 
@@ -166,3 +167,18 @@ def test_the_report_names_the_compile_settings_the_run_was_collected_with():
     assert "with TORCH_LOGS the compiles also write their logs" in got[0]
     assert "TORCH_LOGS the" not in notes({"compile_env": "TORCHINDUCTOR_MAX_AUTOTUNE=1"})[0]
     assert notes({"compile_env": ""}) == [] and notes({}) == []
+
+
+def test_a_run_whose_cells_took_turns_on_one_gpu_says_so_in_its_report_not_that_a_neighbour_shared_it(tmp_path):
+    """tt-3-s (three cells at a time on one H200, GPUS=0,0,0), rendered: the report reads each row's wait
+    for the timing lock, so its note is the shared GPU's, not the one for an unknown neighbour."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "data" / "examples" / "tt-3-s", tmp_path / "data" / "tt-3-s")
+    done = subprocess.run([sys.executable, "-m", "analysis", "--data", str(tmp_path / "data"), "--run", "tt-3-s",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    md = (tmp_path / "out" / "tt-3-s" / "report.md").read_text()
+    assert "running at once on this host, sharing a GPU (GPUS=0,0)" in md and "seen measuring on the host" not in md
+    assert "ran beside another cell (two or more on a GPU, timed in turn" in md

@@ -102,10 +102,10 @@ def _concurrency_notes(all_rows: list[dict]) -> list[str]:
     head = (f"{len(concurrent)} of {len(all_rows)} cells were measured with up to "
             f"{max(int(r['concurrent_cells']) for r in concurrent)} cells running at once on ")
     if any(r.get("timing_wait_s") for r in concurrent):  # GPUS=0,0: workers sharing a GPU, timed in turn
-        return [head + "this host, sharing a GPU (GPUS=0,0): their timed blocks took turns, but each was timed "
-                "beside the other cell's compile (its host threads on the other half of the cores, the GPU kernels "
-                "Inductor benchmarks on a first call), and its cold compile beside the other cell's work. Compare "
-                "with cells measured alone before claiming a change."]
+        return [head + "this host, sharing a GPU (GPUS=0,0): their timed blocks took turns and the others' work on "
+                "the GPU waited for each, but each was timed beside the others' host work (their compiles, on their "
+                "own cores). On an H200 that left GPU-bound steps within 2% of alone and moved launch-bound ones by "
+                "-10% to +79% (docs/scale-out.md): quote a launch-bound figure from cells measured alone."]
     if len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
         return [head + "this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound steps are "
                 "unaffected; launch-bound ones share the host with a neighbour that may be compiling: see the eager "
