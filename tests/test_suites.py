@@ -277,3 +277,19 @@ def test_the_real_model_confirmation_calls_no_aa_and_every_plant():
     planted = next(line for line in out.splitlines() if line.startswith("confirmation planted"))
     assert "9 cells timed in several processes" in aa and aa.count(": 0 called of 9") == 6, aa
     assert "compiled: 9 called of 9" in planted and "eager: 0 called of 9" in planted, planted
+
+
+def test_an_aa_pair_measured_unlike_the_screens_is_named_before_it_chooses():
+    """`analysis confirm --aa`: an A/A pair of another device, or alone where the screens took turns on one
+    GPU (GPUS=0,0,0), gives another protocol's spread; the command says so (and not for a like pair)."""
+    from types import SimpleNamespace
+
+    def run(device, share=1):
+        workers = [{"gpu": 0, "timing_lock": "/tmp/l" if share > 1 else None}] * share
+        return SimpleNamespace(env={"device_name": device}, manifest={"sessions": [{"workers": workers}]})
+    like = screen.aa_unlike([run("NVIDIA H200")] * 2, [run("NVIDIA H200")] * 2)
+    assert like == []
+    (dev,) = screen.aa_unlike([run("NVIDIA H100 80GB HBM3")] * 2, [run("NVIDIA H200")] * 2)
+    assert dev.startswith("the A/A pair's device: NVIDIA H100 80GB HBM3; the screens': NVIDIA H200")
+    (turns,) = screen.aa_unlike([run("NVIDIA H200")] * 2, [run("NVIDIA H200", share=3)] * 2)
+    assert "alone on its GPU; the screens': 3 cells at a time on a GPU" in turns

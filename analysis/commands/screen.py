@@ -229,11 +229,32 @@ def _screens(args):
         return df.astype(object).where(df.notna(), None).to_dict("records")
     if aa:
         threshold, source = aa_spread(pairs(*aa)), f"the A/A spread of {aa[0]}:{aa[1]}"
+        for line in aa_unlike([runs[x] for x in aa], [runs[args.baseline], runs[args.candidate]]):
+            print(f"note: {line}", file=sys.stderr)
     elif args.threshold:
         threshold, source = parse_bound(args.threshold, "--threshold"), "--threshold"
     else:
         threshold, source = DEFAULT_THRESHOLD, "the default; docs/suites.md"
     return runs, pairs(args.baseline, args.candidate), threshold, source
+
+
+def aa_unlike(aa: list, screens: list) -> list[str]:
+    """How the A/A pair was measured unlike the screens (the device; alone on the GPU or taking turns with
+    neighbours, analysis/stats/history.sharing): its spread is then another protocol's, and the
+    host-paced cells' differs most (docs/scale-out.md)."""
+    from analysis.stats.history import sharing
+
+    def turns(r) -> str:
+        return "/".join("alone on its GPU" if n == 1 else f"{n} cells at a time on a GPU"
+                        + (", timed on every core" if wide else "") for n, wide in sharing(r))
+    out = []
+    for what, of in (("device", lambda r: str(r.env.get("device_name"))), ("cells", turns)):
+        mine, theirs = sorted({of(r) for r in aa}), sorted({of(r) for r in screens})
+        if mine != theirs:
+            out.append(f"the A/A pair's {what}: {', '.join(mine)}; the screens': {', '.join(theirs)}. Its spread "
+                       "is another protocol's, so the cells it sends (the host-paced ones most) are a guess; an A/A "
+                       "pair screened as these were measures theirs")
+    return out
 
 
 def _confirm(args, runs: dict, screen_pairs: list[dict], found: list) -> int:
