@@ -217,8 +217,9 @@ def test_two_workers_sharing_a_lock_are_never_timed_at_once(tmp_path, monkeypatc
     assert all(r["timing_wait_s"] and r["timing_wait_s"][0] >= 0 for r in rows)
     assert {r["concurrent_cells"] for r in rows} == {2}
     said = capsys.readouterr()
-    waited = re.findall(r"-> .*\bok, .*waited (\d+\.\d) s for the GPU's timing turn", said.out + said.err)
+    waited = re.findall(r"-> .*\bok, .*waited (\d+\.\d) s for its timing turn", said.out + said.err)
     assert len(waited) == 4, waited
+    assert "[worker 1]" in said.out + said.err and "GPU None" not in said.out + said.err  # no GPU index to name
     spans = []
     for log in (run_dir / "logs").glob("mlp*.log"):
         marks = [float(a or b) for a, b in HELD.findall(log.read_text())]

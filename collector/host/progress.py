@@ -64,7 +64,7 @@ def outcome_line(row: dict) -> str:
         parts.append(f"warm {row['warm_first_call_compiled_s']:.1f} s")
     waits = [w for w in row.get("timing_wait_s") or [] if w is not None]
     if waits:  # a GPU shared with other cells (GPUS=0,0): their timed sections went first
-        parts.append(f"waited {sum(waits):.1f} s for the GPU's timing turn")
+        parts.append(f"waited {sum(waits):.1f} s for its timing turn")
     if row.get("error") and row["status"] != "ok":
         parts.append(row["error"].splitlines()[0][:160])
     return ", ".join(parts)

@@ -185,7 +185,8 @@ class _Session:
             self.started += 1
             k, (ti, cell) = self.queue.pop(0)
             label = cell.label() + (f" [{self.opened[ti].target.label}]" if len(self.opened) > 1 else "")
-            self.progress.start(k, label + (f" [GPU {worker.gpu}]" if len(self.workers) > 1 else ""))
+            where = f"GPU {worker.gpu}" if worker.gpu is not None else f"worker {self.workers.index(worker) + 1}"
+            self.progress.start(k, label + (f" [{where}]" if len(self.workers) > 1 else ""))
             return k, ti, cell, label
 
     def measure(self, worker: Worker, own: list, k: int, ti: int, cell, label: str) -> bool:
