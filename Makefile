@@ -105,7 +105,7 @@ help: ## list the targets
 	@echo "  models:          MODELS=timm:<name>,hf:<ModelClass>,tv:<name>,<file.py>:<function> (docs/models.md)"
 	@echo "  gate:            make gate BASELINE=<run> CANDIDATE=<run> [MAX_REGRESSION=5%] [QUANTITIES=compiled,memory] [MIN_EFFECT=0.02] [PER_CELL_FIRST_CALL=1] [ALLOW_NEW_FAILURES=1]"
 	@echo "                   [REPEATS=\"<A2>:<B2> ...\"] (fail only on regressions that repeat in every pair)"
-	@echo "                   measured (benchmarks/false_alarms.py): fails 0 of 176 same-torch comparisons (5 unverified: exit 4), 21 of 26 planted GPU pairs (24 at 2%)"
+	@echo "                   measured (benchmarks/false_alarms.py): fails 0 of 196 same-torch comparisons (5 unverified: exit 4), 21 of 26 planted GPU pairs (24 at 2%)"
 	@echo "  PYTHON=python3   use that interpreter as it is, install nothing"
 	@echo "  TORCH=<version>  collect with that torch, in its own virtualenv .venv-torch-<version>"
 

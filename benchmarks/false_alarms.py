@@ -36,6 +36,7 @@ from analysis.commands import gate  # noqa: E402
 from analysis.compare_report import verify  # noqa: E402
 from analysis.compare_report.compare import check_comparable  # noqa: E402
 from analysis.run_report.context import prepare  # noqa: E402
+from analysis.stats import history  # noqa: E402
 from analysis.stats.history import History  # noqa: E402
 from analysis.data.load import discover_runs, load  # noqa: E402
 
@@ -70,7 +71,7 @@ def shares_gpu(run) -> bool:
     """Whether a command of the run put two cells on one device (GPUS=0,0: workers sharing a timing lock;
     benchmarks/turns_cpu.py does so on the CPU): another protocol, whose own A/A and plant are
     docs/validation.md's, not this budget's."""
-    return any(w.get("timing_lock") for s in run.manifest.get("sessions") or [] for w in s.get("workers") or [])
+    return history.sharing(run) != ((1, False),)
 
 
 def groups(runs) -> dict:

@@ -2,9 +2,9 @@
 
     python benchmarks/suite_models.py data/examples/su-h200-torch2.11.0-cu130 data/examples/su-h200-torch2.14.1-cu130
 
-One line per cell of either run, grouped by suite and phase: status A -> B, speedup A -> B, the compiled
+One line per cell of either run, grouped by suite, phase and compile mode: status A -> B, speedup A -> B, the compiled
 and eager step changes B/A (medians over all samples), cold compile (s) A -> B, graphs and graph breaks,
-recompiles and kernels A -> B; then per suite, which side moved (the geometric means of the compiled and
+recompiles and kernels A -> B; then per suite, phase and mode, which side moved (the geometric means of the compiled and
 eager step changes beside the speedup's). `--json` prints the same as records. Reads the cell files directly (pyarrow), independently of
 analysis/: a second computation of what the report shows.
 """
@@ -57,27 +57,28 @@ def rows(a_dir: Path, b_dir: Path) -> list[dict]:
         sa, sb = summary(a.get(cid)), summary(b.get(cid))
         ratio = (lambda k: sb[k] / sa[k] - 1 if sa.get(k) and sb.get(k) else None)
         out.append({"cell_id": cid, "suite": suite_of(r["model"]), "model": r["model"], "phase": r["phase"],
+                    "mode": r.get("mode") or "default",
                     "a": sa, "b": sb, "compiled_change": ratio("compiled_ms"), "eager_change": ratio("eager_ms"),
                     "speedup_change": ratio("speedup")})
-    return sorted(out, key=lambda x: (x["suite"], x["phase"], x["model"]))
+    return sorted(out, key=lambda x: (x["suite"], x["phase"], x["mode"], x["model"]))
 
 
 def split(out: list[dict]) -> list[dict]:
-    """Per suite and phase, over the models ok in both runs: the geometric means of the compiled-step,
+    """Per suite, phase and mode, over the models ok in both runs: the geometric means of the compiled-step,
     eager-step and speedup ratios B/A (as changes), and in how many models the compiled step got faster
     and the compile generated fewer kernels: which side moved."""
     groups: dict[tuple, list[dict]] = {}
     for x in out:
         if x["compiled_change"] is not None and x["eager_change"] is not None:
-            groups.setdefault((x["suite"], x["phase"]), []).append(x)
+            groups.setdefault((x["suite"], x["phase"], x["mode"]), []).append(x)
 
     def gm(xs, k):
         return math.expm1(sum(math.log1p(x[k]) for x in xs) / len(xs))
-    return [{"suite": su, "phase": ph, "models": len(xs), "compiled_change": gm(xs, "compiled_change"),
+    return [{"suite": su, "phase": ph, "mode": mo, "models": len(xs), "compiled_change": gm(xs, "compiled_change"),
              "eager_change": gm(xs, "eager_change"), "speedup_change": gm(xs, "speedup_change"),
              "compiled_faster": sum(x["compiled_change"] < 0 for x in xs),
              "fewer_kernels": sum((x["b"]["kernels"] or 0) < (x["a"]["kernels"] or 0) for x in xs)}
-            for (su, ph), xs in sorted(groups.items())]
+            for (su, ph, mo), xs in sorted(groups.items())]
 
 
 def _x(v, f="{}"):
@@ -101,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     group = None
     for x in out:
-        if (x["suite"], x["phase"]) != group:
-            group = (x["suite"], x["phase"])
-            print(f"# {group[0]} {group[1]}: status A -> B | speedup A -> B | compiled, eager step B/A | cold compile s "
+        if (x["suite"], x["phase"], x["mode"]) != group:
+            group = (x["suite"], x["phase"], x["mode"])
+            print(f"# {group[0]} {group[1]} {group[2]}: status A -> B | speedup A -> B | compiled, eager step B/A | cold compile s "
                   f"| graphs/breaks | recompiles | kernels")
         a, b = x["a"], x["b"]
         status = a["status"] if a["status"] == b["status"] else f"{a['status']} -> {b['status']}"
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line + (f" | {errors[-1]}" if errors else ""))
     print("# which side moved, per suite (geometric means over the models ok in both)")
     for g in split(out):
-        print(f"{g['suite']} {g['phase']}: {g['models']} models, compiled step {100 * g['compiled_change']:+.1f}%, "
+        print(f"{g['suite']} {g['phase']} {g['mode']}: {g['models']} models, compiled step {100 * g['compiled_change']:+.1f}%, "
               f"eager step {100 * g['eager_change']:+.1f}%, speedup {100 * g['speedup_change']:+.1f}%; compiled faster "
               f"in {g['compiled_faster']}, fewer kernels in {g['fewer_kernels']}")
     return 0

@@ -98,6 +98,29 @@ def test_runs_travel_without_old_logs_both_ways_and_a_machines_own_files_stay(tm
                     "data/runs/r-a/logs/c3.log"}, back
 
 
+def test_carry_runs_takes_a_pass_committed_under_data_examples_and_keeps_what_data_runs_has(tmp_path):
+    """`carry-runs 'su-x-*'`: a pass an earlier clone committed resumes from a fresh one; a run data/runs
+    already holds (measured further here) is not replaced; a name that matches nothing is an error."""
+    import subprocess
+    import tarfile
+
+    script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
+    for r in ("su-x-a", "su-x-b"):
+        (tmp_path / "data" / "examples" / r / "cells").mkdir(parents=True)
+        (tmp_path / "data" / "examples" / r / "run.json").write_text("{}")
+        (tmp_path / "data" / "examples" / r / "cells" / "c1.parquet").write_bytes(b"committed")
+    (tmp_path / "data" / "runs" / "su-x-b" / "cells").mkdir(parents=True)
+    (tmp_path / "data" / "runs" / "su-x-b" / "cells" / "c1.parquet").write_bytes(b"measured further")
+    made = subprocess.run(["bash", str(script), "carry-runs", "su-x-*"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 0 and "from data/examples: su-x-a" in made.stdout and "su-x-b" not in made.stdout, made
+    with tarfile.open(tmp_path / ".carry" / "runs" / "runs.tgz") as t:
+        got = {n: t.extractfile(n).read() for n in t.getnames() if n.endswith(".parquet")}
+    assert got == {"data/runs/su-x-a/cells/c1.parquet": b"committed",
+                   "data/runs/su-x-b/cells/c1.parquet": b"measured further"}, got
+    bad = subprocess.run(["bash", str(script), "carry-runs", "su-y-*"], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and "no run 'su-y-*' in data/examples or data/runs" in bad.stderr, bad
+
+
 def test_a_suites_screen_may_take_turns_and_its_confirmation_measures_alone(tmp_path):
     """versions_gpu.sh suites, the real script with stand-in `make` and interpreters: the screen's
     `make collect` reads GPUS=0,0,0 from the environment; the confirmation's is given `GPUS=` (a cell

@@ -218,7 +218,7 @@ def test_the_published_suite_figures_survive_an_independent_recomputation(tmp_pa
         assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--out", str(tmp_path), "--run", run]) == 0
         est = json.loads((tmp_path / run / "estimates.json").read_text())
         for s in est["suites"]:
-            mine = [x[side] for x in rows if x["suite"] == s["suite"] and x["phase"] == s["phase"]
+            mine = [x[side] for x in rows if (x["suite"], x["phase"], x["mode"]) == (s["suite"], s["phase"], s["mode"])
                     and x[side]["status"] not in ("-", "skipped")]
             ok = [m["speedup"] for m in mine if m["status"] == "ok"]
             assert (s["passed"], s["attempted"]) == (len(ok), len(mine)), (run, s["suite"])

@@ -14,6 +14,7 @@ import numpy as np
 
 from analysis.stats import attribution
 from analysis.stats import estimates as est
+from analysis.stats import pair_estimates as pe
 from analysis.explain import kernels
 from analysis.stats.fmt import cell_label
 from analysis.data.load import Run, sql
@@ -117,7 +118,9 @@ def _run_level(q: str, by: dict[str, est.Estimate]) -> str:
             f"such a mean moves up to ±{(math.exp(noise) - 1) * 100:.0f}% in A/A pairs)" if word else
             f"{est.QUANTITIES[q][0].capitalize()}: {est.pct(g)} over {len(pts)} cells, within the ±{(math.exp(noise) - 1) * 100:.0f}% "
             "such a mean moves in A/A pairs: no change called")
-    return head + (f"; {len(beyond)} cell(s) beyond one cell's A/A spread." if beyond else ".")
+    held = sum(x.call == f"not called: {pe.BESIDE}" for x in by.values())
+    tail = f"; per cell not called in {held} ({pe.BESIDE})" if held else ""
+    return head + (f"; {len(beyond)} cell(s) beyond one cell's A/A spread" if beyond else "") + tail + "."
 
 
 def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: dict[str, str],
@@ -160,13 +163,7 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         out.append(f"Collected by different collector code (source hash A {', '.join(sorted(sa))}, B "
                    f"{', '.join(sorted(sb))}): a change of protocol moves figures the way a new torch would "
                    "(docs/comparison.md, 'Across machines and collector versions').")
-    moved = [p for p in pairs if (p.get("beside_a") or 1) != (p.get("beside_b") or 1)]
-    if moved:
-        ex = moved[0]
-        out.append(f"In {len(moved)} of {len(pairs)} cells the runs differ in how many cells measured at once on the "
-                   f"host (concurrent_cells: e.g. {ex['cell_id']} A {ex.get('beside_a') or 1}, B "
-                   f"{ex.get('beside_b') or 1}; GPU workers, shards or SLURM tasks on one node): a neighbour "
-                   "slows launch-bound steps the way a new torch could; compare them with care.")
+    out += _beside_caveats(pairs)
     out += _launch_bound_caveat(pairs)
     out += package_caveats(a, b, pairs)
     out += _retuned_caveat(a, b, pairs, ests)
@@ -183,6 +180,27 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "
                    f"B {cb['dispatch_us']:.2f}; it moves with the torch version as well as the host "
                    "(docs/measurement.md, 'The host, measured').")
+    return out
+
+
+def _beside_caveats(pairs: list[dict]) -> list[str]:
+    """Cells measured beside others on the host: in one run only, or in both (a screen of several cells
+    at a time, e.g. GPUS=0,0,0, which takes turns for the timed sections but not for the compiles)."""
+    out = []
+    moved = [p for p in pairs if (p.get("beside_a") or 1) != (p.get("beside_b") or 1)]
+    if moved:
+        ex = moved[0]
+        out.append(f"In {len(moved)} of {len(pairs)} cells the runs differ in how many cells measured at once on the "
+                   f"host (concurrent_cells: e.g. {ex['cell_id']} A {ex.get('beside_a') or 1}, B "
+                   f"{ex.get('beside_b') or 1}; GPU workers, shards or SLURM tasks on one node): a neighbour "
+                   "slows launch-bound steps the way a new torch could; compare them with care.")
+    both = [p for p in pairs if (p.get("beside_a") or 1) > 1 and (p.get("beside_b") or 1) > 1]
+    if both:
+        n = max(max(int(p["beside_a"]), int(p["beside_b"])) for p in both)
+        out.append(f"In {len(both)} of {len(pairs)} cells both runs measured up to {n} cells at once on this host. "
+                   "Where they took turns on one GPU, GPU-bound steps stayed within 2% of alone and launch-bound ones "
+                   "moved with the host (docs/scale-out.md); every cell compiled beside its neighbours' work, so no "
+                   "cell's cold or warm first call is called, only their mean over cells.")
     return out
 
 
@@ -205,14 +223,26 @@ def _launch_bound_caveat(pairs: list[dict]) -> list[str]:
             f"precise quantity is {'; '.join(precise)}."]
 
 
+def _native_stack(a: Run, b: Run) -> list[tuple[str, object, object]]:
+    """The CUDA runtime and cuDNN (92400: 9.24.0) torch loaded in each run, where both recorded them and
+    they differ: a carried torch brings its own (2.14.1 on the H100 with cuDNN 9.24, the image's 2.11 with
+    9.19), and a convolution's engines move with cuDNN, not with torch's code."""
+    def cudnn(v):
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    got = [(label, *(fmt(r.env[key]) if r.env.get(key) else None for r in (a, b)))
+           for key, label, fmt in (("cuda", "CUDA", str), ("cudnn", "cuDNN", cudnn))]
+    return [(label, x, y) for label, x, y in got if x and y and x != y]
+
+
 def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
     """The model packages (transformers, timm, numpy: what builds the models beside torch): which differ
     between the runs, or that a run of real models did not record them (collected before run.json kept
     them). torch's own stack (Triton, torchvision) moves with the torch and is named apart."""
     pa, pb = (r.env.get("model_packages") for r in (a, b))
+    native = _native_stack(a, b)
     if pa and pb:
         libs = package_differences(pa, pb)
-        stack = [d for d in package_differences(pa, pb, torch_stack=True) if d not in libs]
+        stack = [d for d in package_differences(pa, pb, torch_stack=True) if d not in libs] + native
         out = []
         if libs:
             out.append("The model packages differ (" + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
@@ -223,12 +253,14 @@ def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
             out.append("torch's own stack moved with it (" + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
                                                                     for k, x, y in stack) + ").")
         return out
+    out = ["torch's own stack moved with it (" + ", ".join(f"{k} {x} against {y}" for k, x, y in native) + ")."
+           ] if native else []
     if any(suite_of(p.get("model") or "") != "builtin" for p in pairs):
         missing = " and ".join(r.run_id for r, pk in ((a, pa), (b, pb)) if not pk)
-        return [f"{missing} did not record the versions of the packages that built the models (transformers, "
+        return out + [f"{missing} did not record the versions of the packages that built the models (transformers, "
                 "timm: not recorded, collected before run.json kept them): a difference there would move "
                 "figures as a new torch does, and this comparison cannot rule it out."]
-    return []
+    return out
 
 
 def _called_step(ests: dict[str, dict[str, est.Estimate]], cid: str) -> list[est.Estimate]:

@@ -307,6 +307,8 @@ def _repeats(loaded: Loaded, a: Run, b: Run, pe, repeat_runs: list[tuple[Run, Ru
 def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
     """Per suite (real-model runs): the suite table, cells newly failing and newly passing."""
     rows_a, rows_b = (run_tables.records(con, "cells_of_run", r.run_id) for r in (a, b))
+    both = {r["cell_id"] for r in rows_a} & {r["cell_id"] for r in rows_b}  # a run cut short is not a failure
+    rows_a, rows_b = ([r for r in rows if r["cell_id"] in both] for rows in (rows_a, rows_b))
     if not (suites.has_suites(rows_a) or suites.has_suites(rows_b)):
         return [], [], []
     return (suites.compare_rows(rows_a, rows_b, min_effect), *suites.status_changes(rows_a, rows_b))
@@ -315,14 +317,24 @@ def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
 CSS = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
 
 
+def _unpaired(con, a: Run, b: Run, caveats: list[str]) -> list[tuple[str, str, str]]:
+    """The cells of one run only (run, cell, status); where there are any, a caveat says that nothing counts them."""
+    unpaired = [tuple(r) for r in con.execute(sql("compare_unpaired"), {"baseline": a.run_id, "candidate": b.run_id}).fetchall()]
+    if unpaired:
+        n_a = sum(r[0] == a.run_id for r in unpaired)
+        caveats.append(f"A holds {n_a} cell(s) that B lacks and B {len(unpaired) - n_a} that A lacks (a run not "
+                       "finished, or other matrices; listed under 'Cells in only one run'): every figure here, the "
+                       "per-suite table's too, counts only the cells of both.")
+    return unpaired
+
+
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
                          reps: int = stats.DEFAULT_REPS, now: str | None = None,
                          min_effect: float = stats.MIN_EFFECT,
                          repeat_runs: list[tuple[Run, Run]] = (), history=None) -> CompareReport:
-    """Context of the comparison report of candidate b against baseline a; `repeat_runs`: further
-    pairs of runs of the same two versions (analysis/compare_report/repeats.py), each judged the same way;
-    `history` (analysis/history.History over the data folders' runs): the run-to-run spread of
-    sibling runs, where there are enough, in each run's intervals."""
+    """Context of the comparison report of candidate b against baseline a; `repeat_runs`: further pairs of
+    runs of the same two versions (compare_report/repeats.py), each judged the same way; `history`
+    (analysis/history.History): the run-to-run spread of sibling runs in each run's intervals."""
     mismatch = check_comparable(a, b)
     for x, y in repeat_runs:
         mismatch += [f"repeat {x.run_id}:{y.run_id}: {m}" for m in check_comparable(x, y)]
@@ -346,6 +358,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     caveats = changes.caveats(a, b, pairs, ests)
     if pe.shift is not None:  # named once, at the top of what limits the verdict
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
+    unpaired = _unpaired(con, a, b, caveats)
     rep_pairs, rep_rows, rep_verdict, rep_caveat = _repeats(loaded, a, b, pe, repeat_runs, reps, min_effect, history)
     suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect)
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
@@ -361,7 +374,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         mismatch=mismatch, headline=_confounders(a, b) + headline, summary=_summary(groups), transitions=transitions,
         regressions=regressions, improvements=improvements, pairs=rows,
-        unpaired=[tuple(r) for r in con.execute(sql("compare_unpaired"), {"baseline": a.run_id, "candidate": b.run_id}).fetchall()],
+        unpaired=unpaired,
         min_effect=f"{min_effect * 100:g}%",
         uncertainty_lines=uncertainty.lines(pairs, pe.processes, pe.callable_ids, a.run_id, b.run_id, min_effect, ests) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "

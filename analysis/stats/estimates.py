@@ -141,15 +141,16 @@ def ratio(b, a) -> float | None:
         return None
 
 
-def first_call(quantity: str, a, b, min_effect: float) -> Estimate:
+def first_call(quantity: str, a, b, min_effect: float, not_callable: str | None = None) -> Estimate:
     """A cell's cold or warm first-call change, B against A (FIRST_CALL_NOISE)."""
     q = FIRST_CALL_NOISE[quantity]
     return from_noise(quantity, ratio(b, a), q, min_effect,
                       f"one figure per run; interval: the A/A spread of one cell's {quantity} first call "
-                      f"(x/{math.exp(q):.2f})")
+                      f"(x/{math.exp(q):.2f})", not_callable)
 
 
-def first_call_processes(quantity: str, a: list, b: list, min_effect: float) -> Estimate:
+def first_call_processes(quantity: str, a: list, b: list, min_effect: float,
+                         not_callable: str | None = None) -> Estimate:
     """A cell's cold first-call change where every process of both runs compiled cold (protocol
     cold_replicates: one cold compile a process, each in its own empty cache): the ratio of the
     processes' geometric means, with Welch's 95% interval on their logarithms (stats.welch) widened on
@@ -164,7 +165,8 @@ def first_call_processes(quantity: str, a: list, b: list, min_effect: float) -> 
     shift = FIRST_CALL_RUN_NOISE[quantity]
     point = float(np.exp(lb.mean() - la.mean()))
     lo, hi = float(np.exp(lo - shift)), float(np.exp(hi + shift))
-    return Estimate(quantity, point, lo, hi, call_rule(point, lo, hi, min_effect, QUANTITIES[quantity][1]),
+    return Estimate(quantity, point, lo, hi,
+                    call_rule(point, lo, hi, min_effect, QUANTITIES[quantity][1], not_callable),
                     f"Welch t over {len(a)} and {len(b)} cold compiles (every process compiled cold), "
                     f"widened by the run-wide A/A shift (x/{math.exp(shift):.2f})")
 

@@ -77,11 +77,14 @@
 #                                                        TORCH_LOGS=+torch._inductor.runtime.triton_heuristics in
 #                                                        the environment, N compiles with the autotuner's timings
 #                                                        in the cell log (benchmarks/autotune_draws.py --timings)
-#   bash benchmarks/gpu_machine/versions_gpu.sh carry-runs           HERE, before a call that resumes: data/runs without its cell
+#   bash benchmarks/gpu_machine/versions_gpu.sh carry-runs [RUN...]  HERE, before a call that resumes: data/runs without its cell
 #                                                        logs (which a resumed run does not read) into .carry/runs/runs.tgz,
 #                                                        about a quarter of its size (a screen cell's row: about 41 kB, 10 kB
 #                                                        packed); carry .carry/runs, not data/runs, and every stage there
-#                                                        unpacks it first, leaving alone any file the machine already has
+#                                                        unpacks it first, leaving alone any file the machine already has;
+#                                                        each RUN (a run id, or a prefix with *: 'su-h100-*') that
+#                                                        data/runs lacks is copied in from data/examples first (a pass
+#                                                        committed there by an earlier clone resumes from a fresh one)
 # Every stage packs data/runs into $OUT/runs.tgz every 30 s while it runs and once more at its end, each
 # time under a temporary name renamed into place: a command cut off by the device's time limit still
 # brings back every cell finished before the last 30 s (a cell file is whole or absent; the
@@ -98,6 +101,15 @@ pack() {
     | tar czf "$OUT/.runs.tgz.part" --null -T - 2>/dev/null && mv -f "$OUT/.runs.tgz.part" "$OUT/runs.tgz"
 }
 if [ "$stage" = carry-runs ]; then  # here, not there
+  for want in "$@"; do
+    found=0
+    for d in data/examples/$want; do
+      [ -f "$d/run.json" ] || continue
+      found=1; r=$(basename "$d")
+      [ -e "data/runs/$r" ] || { mkdir -p data/runs && cp -r "$d" "data/runs/$r" && echo "from data/examples: $r"; }
+    done
+    [ $found = 1 ] || [ -d "data/runs/$want" ] || { echo "no run '$want' in data/examples or data/runs" >&2; exit 2; }
+  done
   [ -d data/runs ] || { echo "no data/runs to carry" >&2; exit 2; }
   mkdir -p .carry/runs && tar czf .carry/runs/runs.tgz --exclude='*/logs' --exclude='.*.tmp' --exclude='.lock' data/runs \
     && echo "carry .carry/runs ($(du -k .carry/runs/runs.tgz | cut -f1) kB; data/runs is $(du -sk data/runs | cut -f1) kB)"
