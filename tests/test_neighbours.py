@@ -133,6 +133,7 @@ def test_the_report_says_how_a_slurm_run_was_collected_and_which_cells_had_neigh
     assert note.startswith("2 of 2 cells were measured with up to 2 cells running at once on this host, sharing a "
                            "GPU (GPUS=0,0): their timed blocks took turns") and "another collector" not in note
     assert "launch-bound" in note and "measured alone" in note
+    assert "cold compiles shared the cores with the others' compiles" in note  # su-h100-*: first calls not alone
     assert provenance.several_machines(run, rows) and not provenance.several_machines(local, gpus)
 
 

@@ -105,7 +105,9 @@ def _concurrency_notes(all_rows: list[dict]) -> list[str]:
         return [head + "this host, sharing a GPU (GPUS=0,0): their timed blocks took turns and the others' work on "
                 "the GPU waited for each, but each was timed beside the others' host work (their compiles, on their "
                 "own cores). On an H200 that left GPU-bound steps within 2% of alone and moved launch-bound ones by "
-                "-10% to +79% (docs/scale-out.md): quote a launch-bound figure from cells measured alone."]
+                "-10% to +79%, on an H100 host not beyond its A/A (docs/scale-out.md): quote a launch-bound figure "
+                "from cells measured alone. Their cold compiles shared the cores with the others' compiles, so "
+                "a compile time (and the steps it takes to pay off) is longer than alone and varies more."]
     if len({r.get("gpu_index") for r in concurrent}) > 1:  # this collector's GPU workers, one per GPU
         return [head + "this host, one per GPU, the CPU cores split between them (column gpu). GPU-bound steps are "
                 "unaffected; launch-bound ones share the host with a neighbour that may be compiling: see the eager "
