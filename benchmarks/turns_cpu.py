@@ -4,6 +4,9 @@
 its half of the cores. The `versions_gpu.sh turns` protocol on the `smoke` preset's MLP inference cells:
 
     python benchmarks/turns_cpu.py RUN     # data/runs/RUN-2-s, -2-s2, -2-p5 (shared, interleaved), RUN-1 (alone)
+    python benchmarks/turns_cpu.py RUN --plant-compile 4000   # and RUN-2-pc beside them: every compiled
+    # first call 4 s longer, where no cell's first call is called (each compiled beside the other's), only
+    # their mean over the run (docs/comparison.md)
     # then gate each pair with only its two runs in the data folder (four runs of one build in one folder
     # pool into a run-to-run spread that calls nothing): the A/A RUN-2-s / RUN-2-s2; the plant RUN-2-s /
     # RUN-2-p5 (--allow-mismatch --max-regression 2%); shared against alone RUN-1 / RUN-2-s (docs/validation.md)
@@ -34,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("run")
     ap.add_argument("--out", default="data/runs")
     ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--plant-compile", type=int, default=0, metavar="MS",
+                    help="a fourth shared run, RUN-2-pc, with every compiled first call MS longer")
     args = ap.parse_args(argv)
     matrix = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "processes": args.processes,
                                        "energy_windows": False})
@@ -48,6 +53,10 @@ def main(argv=None) -> int:
     targets = [Target(without_plants(planted), env, f"{args.run}-2-{label}", ForkLauncher(sys.executable), label=label)
                for label in ("s", "s2")] + \
         [Target(planted, env, f"{args.run}-2-p5", ForkLauncher(sys.executable), label="p5")]
+    if args.plant_compile:
+        compile_plant = dataclasses.replace(matrix, protocol=dataclasses.replace(
+            matrix.protocol, plant_compile_ms=args.plant_compile))
+        targets.append(Target(compile_plant, env, f"{args.run}-2-pc", ForkLauncher(sys.executable), label="pc"))
     collect_targets(targets, out, workers=shared)
     collect_targets([Target(without_plants(planted), env, f"{args.run}-1", ForkLauncher(sys.executable))], out)
     return 0

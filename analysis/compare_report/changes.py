@@ -177,15 +177,19 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
                    "not record its settings (collected before run.json kept them): if they differ, so do the figures.")
     ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
     if ca.get("dispatch_us") and cb.get("dispatch_us"):
-        out.append(f"Host dispatch (one eager op issued, microseconds): A {ca['dispatch_us']:.2f}, "
-                   f"B {cb['dispatch_us']:.2f}; it moves with the torch version as well as the host "
-                   "(docs/measurement.md, 'The host, measured').")
+        host = (f"host dispatch of one eager op: A {ca['dispatch_us']:.2f} us, B {cb['dispatch_us']:.2f} us "
+                "(it moves with torch and host: docs/measurement.md).")
+        stack = [i for i, c in enumerate(out) if c.startswith(STACK)]  # what else differed, in one line
+        if stack:
+            out[stack[-1]] = out[stack[-1]][:-1] + "; " + host
+        else:
+            out.append(host[0].upper() + host[1:])
     return out
 
 
 def _beside_caveats(pairs: list[dict]) -> list[str]:
-    """Cells measured beside others on the host: in one run only, or in both (a screen of several cells
-    at a time, e.g. GPUS=0,0,0, which takes turns for the timed sections but not for the compiles)."""
+    """Cells measured beside others on the host: in one run only, or in both (GPUS=0,0,0: turns for the
+    timed sections, not for the compiles)."""
     out = []
     moved = [p for p in pairs if (p.get("beside_a") or 1) != (p.get("beside_b") or 1)]
     if moved:
@@ -223,12 +227,13 @@ def _launch_bound_caveat(pairs: list[dict]) -> list[str]:
             f"precise quantity is {'; '.join(precise)}."]
 
 
+STACK = "torch's own stack moved with it ("
+
+
 def _native_stack(a: Run, b: Run) -> list[tuple[str, object, object]]:
-    """The CUDA runtime and cuDNN (92400: 9.24.0) torch loaded in each run, where both recorded them and
-    they differ: a carried torch brings its own (2.14.1 on the H100 with cuDNN 9.24, the image's 2.11 with
-    9.19), and a convolution's engines move with cuDNN, not with torch's code."""
-    def cudnn(v):
-        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    """The CUDA runtime and cuDNN (92400: 9.24.0) of each run where both recorded them and they differ: a
+    carried torch brings its own, and a convolution's engines move with cuDNN, not with torch's code."""
+    cudnn = (lambda v: f"{v // 10000}.{v % 10000 // 100}.{v % 100}")  # noqa: E731
     got = [(label, *(fmt(r.env[key]) if r.env.get(key) else None for r in (a, b)))
            for key, label, fmt in (("cuda", "CUDA", str), ("cudnn", "cuDNN", cudnn))]
     return [(label, x, y) for label, x, y in got if x and y and x != y]
@@ -250,10 +255,10 @@ def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
                        + "): a model library can change the program it hands torch.compile with its own version "
                        "or with torch's (the captured graph, below), so a change here is not the torch's alone.")
         if stack:
-            out.append("torch's own stack moved with it (" + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
+            out.append(STACK + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
                                                                     for k, x, y in stack) + ").")
         return out
-    out = ["torch's own stack moved with it (" + ", ".join(f"{k} {x} against {y}" for k, x, y in native) + ")."
+    out = [STACK + ", ".join(f"{k} {x} against {y}" for k, x, y in native) + ")."
            ] if native else []
     if any(suite_of(p.get("model") or "") != "builtin" for p in pairs):
         missing = " and ".join(r.run_id for r, pk in ((a, pa), (b, pb)) if not pk)
