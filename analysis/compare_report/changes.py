@@ -188,8 +188,8 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
 
 
 def _beside_caveats(pairs: list[dict]) -> list[str]:
-    """Cells measured beside others on the host: in one run only, or in both (GPUS=0,0,0: turns for the
-    timed sections, not for the compiles)."""
+    """Cells measured beside others on the host in one run only, and cells that took turns on one GPU in
+    both (GPUS=0,0,0: turns for the timed sections, not for the compiles)."""
     out = []
     moved = [p for p in pairs if (p.get("beside_a") or 1) != (p.get("beside_b") or 1)]
     if moved:
@@ -198,13 +198,13 @@ def _beside_caveats(pairs: list[dict]) -> list[str]:
                    f"host (concurrent_cells: e.g. {ex['cell_id']} A {ex.get('beside_a') or 1}, B "
                    f"{ex.get('beside_b') or 1}; GPU workers, shards or SLURM tasks on one node): a neighbour "
                    "slows launch-bound steps the way a new torch could; compare them with care.")
-    both = [p for p in pairs if (p.get("beside_a") or 1) > 1 and (p.get("beside_b") or 1) > 1]
+    both = [p for p in pairs if p.get("turns_a") and p.get("turns_b")]
     if both:
-        n = max(max(int(p["beside_a"]), int(p["beside_b"])) for p in both)
-        out.append(f"In {len(both)} of {len(pairs)} cells both runs measured up to {n} cells at once on this host. "
-                   "Where they took turns on one GPU, GPU-bound steps stayed within 2% of alone and launch-bound ones "
-                   "moved with the host (docs/scale-out.md); every cell compiled beside its neighbours' work, so no "
-                   "cell's cold or warm first call is called, only their mean over cells.")
+        n = max(max(int(p["beside_a"] or 1), int(p["beside_b"] or 1)) for p in both)
+        out.append(f"In {len(both)} of {len(pairs)} cells both runs took turns on one GPU, up to {n} cells at once: "
+                   "GPU-bound steps stay within 2% of alone there and launch-bound ones move with the host "
+                   "(docs/scale-out.md); every cell compiled beside its neighbours' compiles, so no cell's cold or "
+                   "warm first call is called, only their mean over cells.")
     return out
 
 

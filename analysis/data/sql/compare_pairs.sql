@@ -11,6 +11,7 @@ SELECT a.cell_id, a.model, a.phase, a.dtype, a.batch_size, a.mode, a.compile_sco
        a.error AS error_a, b.error AS error_b,
        a.eager_launch_bound AS eager_lb_a, b.eager_launch_bound AS eager_lb_b,
        a.concurrent_cells AS beside_a, b.concurrent_cells AS beside_b,
+       a.timing_wait_s IS NOT NULL AS turns_a, b.timing_wait_s IS NOT NULL AS turns_b,  -- took turns on a shared GPU
        a.compiled_launch_bound AS compiled_lb_a, b.compiled_launch_bound AS compiled_lb_b,
        a.graph_count AS graphs_a, b.graph_count AS graphs_b,
        a.kernel_count AS kernels_a, b.kernel_count AS kernels_b,
