@@ -165,7 +165,10 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
                    "(docs/comparison.md, 'Across machines and collector versions').")
     out += _beside_caveats(pairs)
     out += _launch_bound_caveat(pairs)
-    out += package_caveats(a, b, pairs)
+    ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))  # its figure ends torch's stack line if any
+    host = (f"host dispatch of one eager op: A {ca['dispatch_us']:.2f} us, B {cb['dispatch_us']:.2f} us "
+            "(it moves with torch and host: docs/measurement.md).") if ca.get("dispatch_us") and cb.get("dispatch_us") else ""
+    out += (pkg := package_caveats(a, b, pairs, host))[0]
     out += _retuned_caveat(a, b, pairs, ests)
     ea, eb = (r.env.get("compile_env") for r in (a, b))
     if ea is not None and eb is not None and ea != eb:  # both recorded it (collected since 2026-12-02)
@@ -175,15 +178,8 @@ def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Est
         have, other = ("A", "B") if ea else ("B", "A")
         out.append(f"{have} was collected with torch.compile settings in the environment ({ea or eb}); {other} did "
                    "not record its settings (collected before run.json kept them): if they differ, so do the figures.")
-    ca, cb = (r.env.get("host_calibration") or {} for r in (a, b))
-    if ca.get("dispatch_us") and cb.get("dispatch_us"):
-        host = (f"host dispatch of one eager op: A {ca['dispatch_us']:.2f} us, B {cb['dispatch_us']:.2f} us "
-                "(it moves with torch and host: docs/measurement.md).")
-        stack = [i for i, c in enumerate(out) if c.startswith(STACK)]  # what else differed, in one line
-        if stack:
-            out[stack[-1]] = out[stack[-1]][:-1] + "; " + host
-        else:
-            out.append(host[0].upper() + host[1:])
+    if host and not pkg[1]:
+        out.append(host[0].upper() + host[1:])
     return out
 
 
@@ -239,10 +235,16 @@ def _native_stack(a: Run, b: Run) -> list[tuple[str, object, object]]:
     return [(label, x, y) for label, x, y in got if x and y and x != y]
 
 
-def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
+def _stack_line(stack: list[tuple[str, object, object]], host: str) -> str:
+    """torch's own stack that moved with it, the host's dispatch figure (if any) ending the same line."""
+    return (STACK + ", ".join(f"{k} {x or 'none'} against {y or 'none'}" for k, x, y in stack) + ")"
+            + ("; " + host if host else "."))
+
+
+def package_caveats(a: Run, b: Run, pairs: list[dict], host: str = "") -> tuple[list[str], bool]:
     """The model packages (transformers, timm, numpy: what builds the models beside torch): which differ
     between the runs, or that a run of real models did not record them (collected before run.json kept
-    them). torch's own stack (Triton, torchvision) moves with the torch and is named apart."""
+    them). torch's own stack (Triton, torchvision, CUDA, cuDNN) is named apart, in a line `host` ends (flagged)."""
     pa, pb = (r.env.get("model_packages") for r in (a, b))
     native = _native_stack(a, b)
     if pa and pb:
@@ -255,17 +257,15 @@ def package_caveats(a: Run, b: Run, pairs: list[dict]) -> list[str]:
                        + "): a model library can change the program it hands torch.compile with its own version "
                        "or with torch's (the captured graph, below), so a change here is not the torch's alone.")
         if stack:
-            out.append(STACK + ", ".join(f"{k} {x or 'none'} against {y or 'none'}"
-                                                                    for k, x, y in stack) + ").")
-        return out
-    out = [STACK + ", ".join(f"{k} {x} against {y}" for k, x, y in native) + ")."
-           ] if native else []
+            out.append(_stack_line(stack, host))
+        return out, bool(stack)
+    out = [_stack_line(native, host)] if native else []
     if any(suite_of(p.get("model") or "") != "builtin" for p in pairs):
         missing = " and ".join(r.run_id for r, pk in ((a, pa), (b, pb)) if not pk)
-        return out + [f"{missing} did not record the versions of the packages that built the models (transformers, "
-                "timm: not recorded, collected before run.json kept them): a difference there would move "
-                "figures as a new torch does, and this comparison cannot rule it out."]
-    return out
+        out.append(f"{missing} did not record the versions of the packages that built the models (transformers, "
+                   "timm: not recorded, collected before run.json kept them): a difference there would move "
+                   "figures as a new torch does, and this comparison cannot rule it out.")
+    return out, bool(native)
 
 
 def _called_step(ests: dict[str, dict[str, est.Estimate]], cid: str) -> list[est.Estimate]:

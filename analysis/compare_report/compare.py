@@ -317,15 +317,16 @@ def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
 CSS = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
 
 
-def _unpaired(con, a: Run, b: Run, caveats: list[str]) -> list[tuple[str, str, str]]:
-    """The cells of one run only (run, cell, status); where there are any, a caveat says that nothing counts them."""
+def _unpaired(con, a: Run, b: Run) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The cells of one run only (run, cell, status), and where there are any a caveat saying that no figure
+    counts them."""
     unpaired = [tuple(r) for r in con.execute(sql("compare_unpaired"), {"baseline": a.run_id, "candidate": b.run_id}).fetchall()]
     if unpaired:
         n_a = sum(r[0] == a.run_id for r in unpaired)
-        caveats.append(f"A holds {n_a} cell(s) that B lacks and B {len(unpaired) - n_a} that A lacks (a run not "
+        return unpaired, [f"A holds {n_a} cell(s) that B lacks and B {len(unpaired) - n_a} that A lacks (a run not "
                        "finished, or other matrices; listed under 'Cells in only one run'): every figure here, the "
-                       "per-suite table's too, counts only the cells of both.")
-    return unpaired
+                       "per-suite table's too, counts only the cells of both."]
+    return unpaired, []
 
 
 def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], allow_mismatch: bool = False,
@@ -358,7 +359,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     caveats = changes.caveats(a, b, pairs, ests)
     if pe.shift is not None:  # named once, at the top of what limits the verdict
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
-    unpaired = _unpaired(con, a, b, caveats)
+    unpaired, one_run = _unpaired(con, a, b)
     rep_pairs, rep_rows, rep_verdict, rep_caveat = _repeats(loaded, a, b, pe, repeat_runs, reps, min_effect, history)
     suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect)
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
@@ -384,7 +385,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         trend_runs=trend_ids, trend=_trend(con, trend_ids), skipped_files=loaded.skipped_in(a, b),
         flagged_cells=loaded.flagged_in(a, b), diag_changes=diag_rows, diag_known=diag_known,
         chart_rows=_chart_rows(rows, pairs, fam, ests, labels, trend_chart),
-        verdict=verdict + rep_verdict, caveats=caveats + rep_caveat, subtitle=changes.subtitle(a, b),
+        verdict=verdict + rep_verdict, caveats=caveats + one_run + rep_caveat, subtitle=changes.subtitle(a, b),
         program_rows=prog_rows, program_suites=program.suite_rows(prog_rows),
         trend_cells=trend_table, repeat_pairs=rep_pairs, repeat_rows=rep_rows, kernel_rows=kernels.pair_rows(
             pairs, cell_label, lambda side, cid: any(cid in ests[q] and ests[q][cid].call in CSS for q in (side, "speedup"))))
