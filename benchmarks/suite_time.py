@@ -3,7 +3,9 @@
     python benchmarks/suite_time.py data/examples/su-h200-torch2.11.0-cu130 data/examples/su-h200-torch2.14.1-cu130
 
 Per run and over all: cells, the cell processes' wall time (s), the ok cells' cold first compiled calls
-(s, and their share of the wall time), the median cell wall time, and the statuses.
+(s, and their share of the wall time), the median cell wall time, and the statuses. `--by suite,phase`
+(any of suite, phase, mode) splits the runs' cells over all into those groups as well: what a training
+cell costs against an inference cell, say.
 """
 from __future__ import annotations
 
@@ -33,11 +35,19 @@ def summary(rows: list[dict]) -> dict:
             "statuses": dict(sorted(statuses.items()))}
 
 
+GROUP_KEYS = {"suite": lambda r: (r.get("model") or "").split(":")[0] or "builtin",
+              "phase": lambda r: r.get("phase") or "?", "mode": lambda r: r.get("mode") or "?"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--by", default="", help="split the cells over all by these keys: suite, phase, mode (comma-separated)")
     args = ap.parse_args(argv)
+    keys = [k for k in args.by.split(",") if k]
+    if set(keys) - set(GROUP_KEYS):
+        ap.error(f"--by takes {', '.join(GROUP_KEYS)}; got {args.by!r}")
     every = []
     out = {}
     for run in args.runs:
@@ -45,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         every += rows
         out[run.name] = summary(rows)
     out["all"] = summary(every)
+    groups: dict[str, list[dict]] = {}
+    for r in every if keys else []:
+        groups.setdefault(" ".join(GROUP_KEYS[k](r) for k in keys), []).append(r)
+    out.update({f"all {g}": summary(rows) for g, rows in sorted(groups.items())})
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

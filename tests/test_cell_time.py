@@ -75,3 +75,21 @@ def test_a_path_that_is_neither_a_log_nor_a_run_is_named(tmp_path):
     got = subprocess.run([sys.executable, "benchmarks/cell_time.py", "--json", str(tmp_path / "nothing")],
                          cwd=ROOT, capture_output=True, text=True)
     assert got.returncode == 2 and "nothing: neither a cell log nor a run directory" in got.stderr
+
+
+@pytest.mark.evidence
+@pytest.mark.slow
+def test_suite_time_splits_a_pass_by_suite_and_phase_and_refuses_an_unknown_key():
+    """benchmarks/suite_time.py --by suite,phase (docs/performance.md): the groups hold every cell of the
+    runs once, and on the H100 pass a training cell costs more than an inference cell; an unknown key is
+    refused with the valid ones named."""
+    runs = [str(ROOT / "data" / "examples" / f"su-h100-torch{v}-cu130") for v in ("2.11.0", "2.14.1")]
+    out = json.loads(subprocess.run([sys.executable, "benchmarks/suite_time.py", "--json", "--by", "suite,phase", *runs],
+                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    groups = {k: v for k, v in out.items() if k.startswith("all ")}
+    assert set(groups) == {"all hf infer", "all timm infer", "all timm train"}, set(groups)
+    assert sum(g["cells"] for g in groups.values()) == out["all"]["cells"] == 147
+    assert groups["all timm train"]["median_cell_s"] > 1.5 * groups["all timm infer"]["median_cell_s"], groups
+    bad = subprocess.run([sys.executable, "benchmarks/suite_time.py", "--by", "model", *runs], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--by takes suite, phase, mode" in bad.stderr
