@@ -81,7 +81,26 @@ def test_older_rows_say_not_recorded_and_the_suite_line_counts():
     assert line.startswith("Compiled program: the captured graph differs in 1 of 2 cells (1 with the same model "
                            "packages and inputs: the model's code took another path under B, e.g. a: torch.arange x4")
     assert "Inductor's kernels fewer in 2, more in 0 of 2" in line
+    assert "; the compiled step moved -52.4% (geomean) in those 1 and -52.4% in the 1 with the same graph;" in line
+    alone = program.verdict_line(rows[:1])  # no cell with the same graph to set beside: no such clause
+    assert "the compiled step moved" not in alone and alone.startswith("Compiled program: the captured graph differs in 1 of 1")
     assert program.verdict_line([old]) is None
+
+
+def test_a_suites_compiled_step_change_splits_by_what_the_graph_did_and_by_phase():
+    """The suite row's geomean split: the model's code on another path (21 -> 10 ms and 20 -> 10 ms: -52.2%)
+    apart from the same graph (6 -> 6.6 ms: +10.0%); a training cell of the suite is a row of its own."""
+    same = json.dumps({"graphs": 1, "nodes": 97, "ops": OPS_B})
+    rows = [program.pair_row(_pair(phase="infer"), "a"),
+            program.pair_row(_pair(cell_id="b", phase="infer", compiled_a=20.0), "b"),
+            program.pair_row(_pair(cell_id="c", phase="infer", graph_ops_a=same, graph_ops_b=same,
+                                   compiled_a=6.0, compiled_b=6.6), "c"),
+            program.pair_row(_pair(cell_id="d", phase="train", graph_ops_a=None), "d")]
+    infer, train = program.suite_rows(rows)
+    assert (infer.suite, infer.cells, train.suite, train.cells) == ("huggingface infer", 3, "huggingface train", 1)
+    ratio = ((10 / 21) * (10 / 20)) ** 0.5 - 1
+    assert infer.step_by_graph == f"{ratio:+.1%} in 2 (the model's code on another path); +10.0% in 1 (the same graph)"
+    assert train.step_by_graph == "-52.4% in 1 (no graph recorded)"
 
 
 @pytest.mark.slow

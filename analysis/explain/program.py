@@ -22,6 +22,7 @@ estimates call (analysis/stats/pair_estimates.py).
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -140,6 +141,7 @@ class ProgramRow:
     reading: str  # the sentence
     graph_differs: bool | None  # None: not recorded in both
     numbers: dict
+    phase: str = ""  # infer / train: a suite's phases are summed apart
 
     def as_json(self) -> dict:
         return {"cell_id": self.cell_id, "cell": self.label, "suite": self.suite, **self.numbers}
@@ -201,7 +203,7 @@ def pair_row(p: dict, label: str) -> ProgramRow | None:
         _pair(a.launches, b.launches, lambda v: f"{v:g}"), _pair(a.host_us_per_launch, b.host_us_per_launch,
                                                                   lambda v: f"{v:.1f}"),
         _pair(a.kernels, b.kernels, str), graph, ops, fams, ", ".join(moved) or "-",
-        _reading(a, b, differs, removed, added, moved), differs, numbers)
+        _reading(a, b, differs, removed, added, moved), differs, numbers, p.get("phase") or "")
 
 
 def pair_rows(pairs: list[dict], label) -> list[ProgramRow]:
@@ -213,23 +215,51 @@ def pair_rows(pairs: list[dict], label) -> list[ProgramRow]:
 
 @dataclass(frozen=True)
 class ProgramSuite:
-    """Per suite: how many cells' captured graphs differ, how the kernels and the host moved."""
+    """Per suite and phase: how many cells' captured graphs differ, how the kernels and the host moved, and
+    the compiled step's geometric mean change split by what the graph did: the part of a suite's move
+    that is the model's code on another path, apart from the part with the same graph."""
 
-    suite: str
+    suite: str  # "huggingface infer"
     cells: int
     graph: str  # "differs in 4 of 5 (the model's code took another path in 4)"
     kernels: str  # "fewer in 4, more in 0 of 5"
     host_per_launch: str  # "median 24.0 → 15.2 us"
     carried: str  # "device time in 3, host time in 1 of 4 cells whose step moved"
+    step_by_graph: str = ""  # "-34.1% in 5 (the model's code on another path); -1.1% in 2 (the same graph)"
+
+
+PATH = "the model's code took another path"
+GRAPH_CLASSES = (("the model's code on another path", lambda r: r.reading.startswith(PATH)),
+                 ("the same graph", lambda r: r.graph_differs is False),
+                 ("a graph that differs with the packages or inputs",
+                  lambda r: r.graph_differs and not r.reading.startswith(PATH)),
+                 ("no graph recorded", lambda r: r.graph_differs is None))
+
+
+def step_change(rows: list[ProgramRow]) -> tuple[float, int] | None:
+    """The compiled step's geometric mean change B/A over the rows with a step in both, and their count."""
+    ratios = [b / a for r in rows for a, b in [r.numbers["step_ms"]] if a and b]
+    return (math.exp(sum(map(math.log, ratios)) / len(ratios)) - 1, len(ratios)) if ratios else None
+
+
+def step_by_graph(group: list[ProgramRow]) -> str:
+    """The compiled step's geometric mean change B/A over the cells of each class of what the captured
+    graph did: where a suite moved because the model's code took another path, and where with the same graph."""
+    parts = []
+    for name, member in GRAPH_CLASSES:
+        got = step_change([r for r in group if member(r)])
+        if got:
+            parts.append(f"{got[0]:+.1%} in {got[1]} ({name})")
+    return "; ".join(parts) or "not recorded"
 
 
 def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
     out = []
-    for suite in sorted({r.suite for r in rows}):
-        group = [r for r in rows if r.suite == suite]
+    for suite, phase in sorted({(r.suite, r.phase) for r in rows}):
+        group = [r for r in rows if (r.suite, r.phase) == (suite, phase)]
         rec = [r for r in group if r.graph_differs is not None]
         diff = [r for r in rec if r.graph_differs]
-        path = [r for r in diff if r.reading.startswith("the model's code took another path")]
+        path = [r for r in diff if r.reading.startswith(PATH)]
         graph = (f"differs in {len(diff)} of {len(rec)}" + (f" (the model's code took another path in {len(path)})"
                                                            if path else "")) if rec else "not recorded"
         ks = [r.numbers["kernels"] for r in group if None not in r.numbers["kernels"]]
@@ -244,7 +274,8 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
         hst = sum(any(m.startswith("host") for m in r.numbers["carried_by"]) for r in stepped)
         carried_text = (f"device time in {dev}, host time in {hst} of {len(stepped)} cells whose compiled step moved"
                         if stepped else "no compiled step moved beyond the minimum effect")
-        out.append(ProgramSuite(suite, len(group), graph, kernels, host, carried_text))
+        out.append(ProgramSuite(f"{suite} {phase}".strip(), len(group), graph, kernels, host, carried_text,
+                                step_by_graph(group)))
     return out
 
 
@@ -256,13 +287,17 @@ def verdict_line(rows: list[ProgramRow]) -> str | None:
     if not rec:
         return None
     diff = [r for r in rec if r.graph_differs]
-    path = [r for r in diff if r.reading.startswith("the model's code took another path")]
+    path = [r for r in diff if r.reading.startswith(PATH)]
     ks = [r.numbers["kernels"] for r in rec if None not in r.numbers["kernels"]]
     text = f"Compiled program: the captured graph differs in {len(diff)} of {len(rec)} cells"
     if path:
         text += (f" ({len(path)} with the same model packages and inputs: the model's code took another path "
                  f"under B, e.g. {path[0].label}: {_ops_text(path[0].numbers['ops_fewer_in_b']) or 'ops added'}"
                  + (" fewer" if path[0].numbers["ops_fewer_in_b"] else "") + ")")
+        moved, same = step_change(path), step_change([r for r in rec if r.graph_differs is False])
+        if moved and same:  # why the step moved: the other path against the same graph
+            text += (f"; the compiled step moved {moved[0]:+.1%} (geomean) in those {moved[1]} and {same[0]:+.1%} "
+                     f"in the {same[1]} with the same graph")
     if ks:
         text += (f"; Inductor's kernels fewer in {sum(b < a for a, b in ks)}, more in {sum(b > a for a, b in ks)} "
                  f"of {len(ks)}")
