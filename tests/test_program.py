@@ -197,6 +197,22 @@ def test_the_h200_pair_shows_the_attention_mask_path_and_nothing_else_in_bert():
 
 
 @pytest.mark.evidence
+def test_the_split_by_what_the_graph_did_holds_only_the_same_graph_in_the_aa_and_the_path_in_the_known_change():
+    """docs/validation.md: the same torch twice (wh-a/wh-b) puts every cell under "the same graph" and the
+    verdict line sets nothing side by side; 2.11 against 2.14.1 (wh-a/wh-n) puts the mask path's 4 cells
+    apart (their compiled step -53.0%) from the 3 with the same graph (-3.3%; padded BERT's -0.0%)."""
+    rows, _ = _committed_program("wh-a", "wh-b")
+    aa = program.suite_rows(list(rows.values()))
+    assert all("(the same graph)" in s.step_by_graph and ";" not in s.step_by_graph for s in aa), aa
+    assert "the compiled step moved" not in program.verdict_line(list(rows.values()))
+    rows, _ = _committed_program("wh-a", "wh-n")
+    line = program.verdict_line(list(rows.values()))
+    assert "the compiled step moved -53.0% (geomean) in those 4 and -3.3% in the 3 with the same graph" in line
+    (hf,) = [s for s in program.suite_rows(list(rows.values())) if s.suite == "huggingface infer"]
+    assert hf.step_by_graph == "-53.0% in 4 (the model's code on another path); -0.0% in 1 (the same graph)"
+
+
+@pytest.mark.evidence
 @pytest.mark.parametrize("a, b, widest", [("wh-a", "wh-b", 0.40), ("rs-h100-a", "rs-h100-b", 0.83)])
 def test_a_gpu_screen_aa_bounds_what_a_launch_bound_side_can_resolve(a, b, widest):
     """The same torch twice, interleaved, one process a cell (wh-a/wh-b on an H200, rs-h100-a/-b on an
