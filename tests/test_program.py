@@ -101,6 +101,7 @@ def test_a_suites_compiled_step_change_splits_by_what_the_graph_did_and_by_phase
     ratio = ((10 / 21) * (10 / 20)) ** 0.5 - 1
     assert infer.step_by_graph == f"{ratio:+.1%} in 2 (the model's code on another path); +10.0% in 1 (the same graph)"
     assert train.step_by_graph == "-52.4% in 1 (no graph recorded)"
+    assert infer.as_json()["compiled_step_by_graph"] == {"other_path": [round(ratio, 5), 2], "same_graph": [0.1, 1]}
 
 
 @pytest.mark.slow

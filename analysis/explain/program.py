@@ -226,14 +226,19 @@ class ProgramSuite:
     host_per_launch: str  # "median 24.0 → 15.2 us"
     carried: str  # "device time in 3, host time in 1 of 4 cells whose step moved"
     step_by_graph: str = ""  # "-34.1% in 5 (the model's code on another path); -1.1% in 2 (the same graph)"
+    split: dict | None = None  # the same in numbers: {"other_path": [geomean change, cells], ...} (estimates.json)
+
+    def as_json(self) -> dict:
+        return {"suite": self.suite, "cells": self.cells, "compiled_step_by_graph": self.split or {}}
 
 
 PATH = "the model's code took another path"
-GRAPH_CLASSES = (("the model's code on another path", lambda r: r.reading.startswith(PATH)),
-                 ("the same graph", lambda r: r.graph_differs is False),
-                 ("a graph that differs with the packages or inputs",
+GRAPH_CLASSES = (("other_path", "the model's code on another path", lambda r: r.reading.startswith(PATH)),
+                 ("same_graph", "the same graph", lambda r: r.graph_differs is False),
+                 ("differs_with_packages_or_inputs", "a graph that differs with the packages or inputs",
                   lambda r: r.graph_differs and not r.reading.startswith(PATH)),
-                 ("no graph recorded", lambda r: r.graph_differs is None))
+                 ("not_recorded", "no graph recorded", lambda r: r.graph_differs is None))
+CLASS_NAMES = {key: name for key, name, _ in GRAPH_CLASSES}
 
 
 def step_change(rows: list[ProgramRow]) -> tuple[float, int] | None:
@@ -242,15 +247,15 @@ def step_change(rows: list[ProgramRow]) -> tuple[float, int] | None:
     return (math.exp(sum(map(math.log, ratios)) / len(ratios)) - 1, len(ratios)) if ratios else None
 
 
-def step_by_graph(group: list[ProgramRow]) -> str:
-    """The compiled step's geometric mean change B/A over the cells of each class of what the captured
+def step_by_graph(group: list[ProgramRow]) -> dict[str, tuple[float, int]]:
+    """The compiled step's geometric mean change B/A (and the cells) over each class of what the captured
     graph did: where a suite moved because the model's code took another path, and where with the same graph."""
-    parts = []
-    for name, member in GRAPH_CLASSES:
-        got = step_change([r for r in group if member(r)])
-        if got:
-            parts.append(f"{got[0]:+.1%} in {got[1]} ({name})")
-    return "; ".join(parts) or "not recorded"
+    got = {key: step_change([r for r in group if member(r)]) for key, _, member in GRAPH_CLASSES}
+    return {key: x for key, x in got.items() if x}
+
+
+def _split_text(split: dict[str, tuple[float, int]]) -> str:
+    return "; ".join(f"{x:+.1%} in {n} ({CLASS_NAMES[key]})" for key, (x, n) in split.items()) or "not recorded"
 
 
 def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
@@ -274,8 +279,9 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
         hst = sum(any(m.startswith("host") for m in r.numbers["carried_by"]) for r in stepped)
         carried_text = (f"device time in {dev}, host time in {hst} of {len(stepped)} cells whose compiled step moved"
                         if stepped else "no compiled step moved beyond the minimum effect")
+        split = step_by_graph(group)
         out.append(ProgramSuite(f"{suite} {phase}".strip(), len(group), graph, kernels, host, carried_text,
-                                step_by_graph(group)))
+                                _split_text(split), {k: [round(x, 5), n] for k, (x, n) in split.items()}))
     return out
 
 

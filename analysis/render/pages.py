@@ -264,6 +264,7 @@ def compare_estimates_json(report) -> str:
         data["repeats"] = repeats.as_json(report.repeat_rows)
     if report.program_rows:  # schema v11 records: the compiled program A -> B per cell
         data["program"] = [r.as_json() for r in report.program_rows]
+        data["program_suites"] = [s.as_json() for s in report.program_suites]
     if report.kernel_rows:  # PROFILE=1 in both runs: each side's step split into kernels and the rest
         data["step_split"] = [k.as_json() for k in report.kernel_rows]
     return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
