@@ -5,7 +5,8 @@ they took (docs/scale-out.md, "Two cells on one GPU"; collected by `versions_gpu
 
 Per cell both runs hold ok: the median compiled and eager step and the speedup of the second run
 against the first (%), the cold compile (%), and the second run's wait for the timing lock (s, cold
-process). Then per protocol: the cells, the span from the first cell's start to the last cell's end,
+process). Then per protocol: the cells, the span from the first cell's start to the last cell's end
+(less any gap of over 10 minutes in which no cell ran: a pass resumed on another machine or day),
 the median cell wall time, and cells per hour of span; runs collected interleaved with the shared one
 (the planted tn-3-p5) are named after it and count in its span and cells. The calls come from
 `python -m analysis gate` (docs/performance.md, "Faster screens").
@@ -28,11 +29,20 @@ def rows_of(run_dir: Path) -> dict[str, dict]:
     return {r["cell_id"]: r for f in sorted((run_dir / "cells").glob("*.parquet")) for r in pq.read_table(f).to_pylist()}
 
 
-def span(rows: list[dict]) -> float:
-    """Seconds from the first cell's start to the last cell's end."""
-    starts = [datetime.fromisoformat(r["started_at"]).timestamp() for r in rows]
-    ends = [s + (r["cell_wall_s"] or 0) for s, r in zip(starts, rows)]
-    return max(ends) - min(starts)
+GAP_S = 600.0  # no cell running for longer than this: the machine was not held (a pass resumed another day)
+
+
+def span(rows: list[dict]) -> tuple[float, int]:
+    """Seconds from the first cell's start to the last cell's end, leaving out every gap of more than
+    GAP_S in which no cell ran (a run collected over commands on separate machines and days counts its
+    stretches of work, not the hours between), and how many stretches that makes."""
+    cells = sorted((t := datetime.fromisoformat(r["started_at"]).timestamp(), t + (r["cell_wall_s"] or 0)) for r in rows)
+    total, stretches, (lo, hi) = 0.0, 1, cells[0]
+    for start, end in cells[1:]:
+        if start - hi > GAP_S:
+            total, stretches, lo = total + hi - lo, stretches + 1, start
+        hi = max(hi, end)
+    return total + hi - lo, stretches
 
 
 def pct(new: float | None, old: float | None) -> str:
@@ -64,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{'-' if wait is None else f'{wait:.1f}':>7}")
     shared = " + ".join(d.name for d in [args.shared, *args.beside])
     for name, rows in ((args.alone.name, list(a.values())), (shared, together)):
-        s = span(rows)
-        print(f"# {name}: {len(rows)} cells in {s:.0f} s, median cell {statistics.median(r['cell_wall_s'] for r in rows):.1f} s, "
-              f"{len(rows) / s * 3600:.0f} cells an hour")
+        s, n = span(rows)
+        parts = f" ({n} stretches: gaps of over {GAP_S / 60:.0f} minutes without a cell left out)" if n > 1 else ""
+        print(f"# {name}: {len(rows)} cells in {s:.0f} s{parts}, median cell "
+              f"{statistics.median(r['cell_wall_s'] for r in rows):.1f} s, {len(rows) / s * 3600:.0f} cells an hour")
     return 0
 
 

@@ -2,6 +2,7 @@
 timing lock (collector/child/turns.py) from its first timed block to its last measured section, waits
 for it while another cell holds it, and the row lists each process's wait (timing_wait_s). Real cell
 processes on the CPU with Inductor."""
+import datetime as dt
 import fcntl
 import json
 import os
@@ -283,6 +284,9 @@ def test_a_cell_killed_while_waiting_for_a_neighbours_turn_says_so_not_that_it_h
     assert "last step logged: waiting for the GPU turn (the model moved to the device)" in row["error"]
 
 
+T0 = dt.datetime(2026, 12, 5, 10, 0, 0, tzinfo=dt.timezone.utc)
+
+
 def _run_of(folder: Path, cells: dict) -> Path:
     """A run folder whose cells hold only what turns_compare reads: cell id -> (start s, wall s, compiled ms)."""
     import pyarrow as pa
@@ -291,7 +295,7 @@ def _run_of(folder: Path, cells: dict) -> Path:
     for cid, (start, wall, compiled) in cells.items():
         row = {"cell_id": cid, "status": "ok", "eager_step_ms": [10.0], "compiled_step_ms": [compiled],
                "first_call_compiled_s": 20.0, "timing_wait_s": [1.5],
-               "started_at": f"2026-12-05T10:00:{start:02d}+00:00", "cell_wall_s": float(wall)}
+               "started_at": (T0 + dt.timedelta(seconds=start)).isoformat(), "cell_wall_s": float(wall)}
         pq.write_table(pa.Table.from_pylist([row]), folder / "cells" / f"{cid}.parquet")
     return folder
 
@@ -308,6 +312,17 @@ def test_turns_compare_counts_the_runs_collected_beside_the_shared_one_in_its_pa
     assert re.search(r"^a\s+\+10\.0%\s+\+0\.0%\s+-9\.1%\s+\+0\.0%\s+1\.5$", out, re.M), out
     assert "# tn-1: 2 cells in 40 s, median cell 20.0 s, 180 cells an hour" in out
     assert "# tn-3-s + tn-3-p5: 4 cells in 35 s, median cell 20.0 s, 411 cells an hour" in out
+
+
+def test_turns_compare_leaves_out_the_hours_between_two_commands_of_a_pass(tmp_path):
+    """A pass resumed on another machine hours later: its pace counts the two stretches of work (40 s
+    and 30 s), not the three hours between; a gap under 10 minutes stays in."""
+    alone = _run_of(tmp_path / "p-1", {"a": (0, 20, 5.0), "b": (20, 20, 5.0), "c": (3 * 3600, 30, 5.0)})
+    shared = _run_of(tmp_path / "p-3-s", {"a": (0, 20, 5.0), "b": (500, 20, 5.0)})  # an 8-minute gap: one stretch
+    out = subprocess.run([sys.executable, str(BENCH / "turns_compare.py"), str(alone), str(shared)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "# p-1: 3 cells in 70 s (2 stretches: gaps of over 10 minutes without a cell left out)" in out, out
+    assert "# p-3-s: 2 cells in 520 s, median cell 20.0 s" in out, out
 
 
 def _log(folder: Path, cell: str, epoch: float, lines: list[tuple[float, str]]) -> None:
