@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from collector.record.contract import suite_of  # noqa: E402
+
 
 def rows_of(run_dir: Path) -> list[dict]:
     return [r for f in sorted((run_dir / "cells").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
@@ -35,7 +38,7 @@ def summary(rows: list[dict]) -> dict:
             "statuses": dict(sorted(statuses.items()))}
 
 
-GROUP_KEYS = {"suite": lambda r: (r.get("model") or "").split(":")[0] or "builtin",
+GROUP_KEYS = {"suite": lambda r: suite_of(r.get("model") or ""),
               "phase": lambda r: r.get("phase") or "?", "mode": lambda r: r.get("mode") or "?"}
 
 

@@ -142,22 +142,34 @@ class ProgramRow:
     graph_differs: bool | None  # None: not recorded in both
     numbers: dict
     phase: str = ""  # infer / train: a suite's phases are summed apart
+    graph_class: str = "not_recorded"  # what the captured graph did: a key of GRAPH_CLASSES
 
     def as_json(self) -> dict:
         return {"cell_id": self.cell_id, "cell": self.label, "suite": self.suite, **self.numbers}
 
 
+def graph_class(a: Side, b: Side, differs: bool | None) -> str:
+    """What the captured graph did from A to B, as a key of GRAPH_CLASSES: a graph that differs while the
+    model packages and the inputs are recorded alike is the model's code on another path."""
+    if differs is None:
+        return "not_recorded"
+    if not differs:
+        return "same_graph"
+    alike = (a.packages is not None and b.packages is not None and not package_differences(a.packages, b.packages)
+             and a.inputs is not None and a.inputs == b.inputs)
+    return "other_path" if alike else "differs_with_packages_or_inputs"
+
+
 def _reading(a: Side, b: Side, differs: bool | None, removed: dict, added: dict, moved: list[str]) -> str:
-    pkgs = package_differences(a.packages, b.packages)
-    inputs_same = a.inputs is not None and a.inputs == b.inputs
     if differs:
         what = "; ".join(filter(None, [f"B's graph lacks {_ops_text(removed)}" if removed else "",
                                        f"has more {_ops_text(added)}" if added else ""]))
+        pkgs = package_differences(a.packages, b.packages)
         if pkgs:  # a model library, not torch's own stack (contract.TORCH_STACK)
             return (f"the captured graph differs ({what}), and so do the model packages ("
                     + ", ".join(f"{k} {x or 'none'} → {y or 'none'}" for k, x, y in pkgs)
                     + "): either can have changed it")
-        if a.packages is None or b.packages is None or not inputs_same:
+        if graph_class(a, b, differs) != "other_path":
             return f"the captured graph differs ({what}); the model packages or inputs were not recorded alike"
         return f"the model's code took another path under B ({what}): not a code-generation change"
     if differs is False:
@@ -203,7 +215,8 @@ def pair_row(p: dict, label: str) -> ProgramRow | None:
         _pair(a.launches, b.launches, lambda v: f"{v:g}"), _pair(a.host_us_per_launch, b.host_us_per_launch,
                                                                   lambda v: f"{v:.1f}"),
         _pair(a.kernels, b.kernels, str), graph, ops, fams, ", ".join(moved) or "-",
-        _reading(a, b, differs, removed, added, moved), differs, numbers, p.get("phase") or "")
+        _reading(a, b, differs, removed, added, moved), differs, numbers, p.get("phase") or "",
+        graph_class(a, b, differs))
 
 
 def pair_rows(pairs: list[dict], label) -> list[ProgramRow]:
@@ -225,20 +238,22 @@ class ProgramSuite:
     kernels: str  # "fewer in 4, more in 0 of 5"
     host_per_launch: str  # "median 24.0 → 15.2 us"
     carried: str  # "device time in 3, host time in 1 of 4 cells whose step moved"
-    step_by_graph: str = ""  # "-34.1% in 5 (the model's code on another path); -1.1% in 2 (the same graph)"
-    split: dict | None = None  # the same in numbers: {"other_path": [geomean change, cells], ...} (estimates.json)
+    split: dict | None = None  # {"other_path": (geomean change, cells), ...}: step_by_graph
+
+    @property
+    def step_by_graph(self) -> str:
+        """The split in words: "-34.1% in 5 (the model's code on another path); -1.1% in 2 (the same graph)"."""
+        return "; ".join(f"{x:+.1%} in {n} ({GRAPH_CLASSES[key]})" for key, (x, n) in (self.split or {}).items()) \
+            or "not recorded"
 
     def as_json(self) -> dict:
-        return {"suite": self.suite, "cells": self.cells, "compiled_step_by_graph": self.split or {}}
+        return {"suite": self.suite, "cells": self.cells,
+                "compiled_step_by_graph": {k: [round(x, 5), n] for k, (x, n) in (self.split or {}).items()}}
 
 
-PATH = "the model's code took another path"
-GRAPH_CLASSES = (("other_path", "the model's code on another path", lambda r: r.reading.startswith(PATH)),
-                 ("same_graph", "the same graph", lambda r: r.graph_differs is False),
-                 ("differs_with_packages_or_inputs", "a graph that differs with the packages or inputs",
-                  lambda r: r.graph_differs and not r.reading.startswith(PATH)),
-                 ("not_recorded", "no graph recorded", lambda r: r.graph_differs is None))
-CLASS_NAMES = {key: name for key, name, _ in GRAPH_CLASSES}
+GRAPH_CLASSES = {"other_path": "the model's code on another path", "same_graph": "the same graph",
+                 "differs_with_packages_or_inputs": "a graph that differs with the packages or inputs",
+                 "not_recorded": "no graph recorded"}  # ProgramRow.graph_class, in the order a suite lists them
 
 
 def step_change(rows: list[ProgramRow]) -> tuple[float, int] | None:
@@ -250,12 +265,8 @@ def step_change(rows: list[ProgramRow]) -> tuple[float, int] | None:
 def step_by_graph(group: list[ProgramRow]) -> dict[str, tuple[float, int]]:
     """The compiled step's geometric mean change B/A (and the cells) over each class of what the captured
     graph did: where a suite moved because the model's code took another path, and where with the same graph."""
-    got = {key: step_change([r for r in group if member(r)]) for key, _, member in GRAPH_CLASSES}
+    got = {key: step_change([r for r in group if r.graph_class == key]) for key in GRAPH_CLASSES}
     return {key: x for key, x in got.items() if x}
-
-
-def _split_text(split: dict[str, tuple[float, int]]) -> str:
-    return "; ".join(f"{x:+.1%} in {n} ({CLASS_NAMES[key]})" for key, (x, n) in split.items()) or "not recorded"
 
 
 def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
@@ -264,7 +275,7 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
         group = [r for r in rows if (r.suite, r.phase) == (suite, phase)]
         rec = [r for r in group if r.graph_differs is not None]
         diff = [r for r in rec if r.graph_differs]
-        path = [r for r in diff if r.reading.startswith(PATH)]
+        path = [r for r in diff if r.graph_class == "other_path"]
         graph = (f"differs in {len(diff)} of {len(rec)}" + (f" (the model's code took another path in {len(path)})"
                                                            if path else "")) if rec else "not recorded"
         ks = [r.numbers["kernels"] for r in group if None not in r.numbers["kernels"]]
@@ -279,9 +290,8 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
         hst = sum(any(m.startswith("host") for m in r.numbers["carried_by"]) for r in stepped)
         carried_text = (f"device time in {dev}, host time in {hst} of {len(stepped)} cells whose compiled step moved"
                         if stepped else "no compiled step moved beyond the minimum effect")
-        split = step_by_graph(group)
         out.append(ProgramSuite(f"{suite} {phase}".strip(), len(group), graph, kernels, host, carried_text,
-                                _split_text(split), {k: [round(x, 5), n] for k, (x, n) in split.items()}))
+                                step_by_graph(group)))
     return out
 
 
@@ -293,7 +303,7 @@ def verdict_line(rows: list[ProgramRow]) -> str | None:
     if not rec:
         return None
     diff = [r for r in rec if r.graph_differs]
-    path = [r for r in diff if r.reading.startswith(PATH)]
+    path = [r for r in diff if r.graph_class == "other_path"]
     ks = [r.numbers["kernels"] for r in rec if None not in r.numbers["kernels"]]
     text = f"Compiled program: the captured graph differs in {len(diff)} of {len(rec)} cells"
     if path:
