@@ -55,6 +55,31 @@ def test_a_model_library_that_differs_is_named_beside_the_changed_graph():
     assert not row.reading.startswith("the model's code took another path")
 
 
+def test_other_graph_breaks_are_torchs_capture_not_the_models_path():
+    """The graph differs, the packages and inputs are the same, and Dynamo broke the graph 5 times under A and
+    not under B (T5's copy.deepcopy() of its config, su-h100): torch traced the code otherwise, whatever else
+    the ops say. It is its own class, apart from the model's code on another path, in the row, the suite and
+    the verdict."""
+    why = json.dumps({"copy.deepcopy() Explanation: Dynamo does not support copy.deepcopy() Hint: ...": 5})
+    row = program.pair_row(_pair(breaks_a=5, breaks_b=0, break_reasons_a=why, break_reasons_b="{}"), "t5")
+    assert row.graph_class == "capture"
+    assert row.reading.startswith("Dynamo broke the graph otherwise under B (graph breaks 5 → 0: copy.deepcopy(); "
+                                  "B's graph lacks torch.arange x4"), row.reading
+    assert row.reading.endswith("torch's capture changed, and the ops that differ may be the model's path as well")
+    same_breaks = program.pair_row(_pair(breaks_a=1, breaks_b=1), "bert")
+    assert same_breaks.graph_class == "other_path"
+    flat = json.dumps({"graphs": 1, "nodes": 97, "ops": OPS_B})
+    rows = [row, same_breaks, program.pair_row(_pair(cell_id="x", graph_ops_a=flat, graph_ops_b=flat), "c")]
+    (suite,) = program.suite_rows(rows)
+    assert suite.graph == "differs in 2 of 3 (the model's code took another path in 1; Dynamo's graph breaks changed in 1)"
+    assert list(suite.split) == ["other_path", "capture", "same_graph"]
+    assert "-52.4% in 1 (other graph breaks: torch's capture, perhaps the model's path too)" in suite.step_by_graph
+    line = program.verdict_line(rows)
+    assert ("; 1 where Dynamo's graph breaks changed (torch's capture; the model's path may differ too), e.g. t5: "
+            "graph breaks 5 → 0: copy.deepcopy()") in line
+    assert "-52.4% in the 1 on another path, -52.4% in the 1 with other graph breaks and -52.4% in the 1 with the same" in line
+
+
 def test_the_same_graph_says_what_carried_the_step():
     same = json.dumps({"graphs": 1, "nodes": 97, "ops": OPS_B})
     # the host's enqueue fell by more than half the step's change; the kernels did not move
@@ -81,7 +106,7 @@ def test_older_rows_say_not_recorded_and_the_suite_line_counts():
     assert line.startswith("Compiled program: the captured graph differs in 1 of 2 cells (1 with the same model "
                            "packages and inputs: the model's code took another path under B, e.g. a: torch.arange x4")
     assert "Inductor's kernels fewer in 2, more in 0 of 2" in line
-    assert "; the compiled step moved -52.4% (geomean) in those 1 and -52.4% in the 1 with the same graph;" in line
+    assert "; the compiled step moved (geomean) -52.4% in the 1 on another path and -52.4% in the 1 with the same graph;" in line
     alone = program.verdict_line(rows[:1])  # no cell with the same graph to set beside: no such clause
     assert "the compiled step moved" not in alone and alone.startswith("Compiled program: the captured graph differs in 1 of 1")
     assert program.verdict_line([old]) is None
@@ -210,7 +235,7 @@ def test_the_split_by_what_the_graph_did_holds_only_the_same_graph_in_the_aa_and
     assert "the compiled step moved" not in program.verdict_line(list(rows.values()))
     rows, _ = _committed_program("wh-a", "wh-n")
     line = program.verdict_line(list(rows.values()))
-    assert "the compiled step moved -53.0% (geomean) in those 4 and -3.3% in the 3 with the same graph" in line
+    assert "the compiled step moved (geomean) -53.0% in the 4 on another path and -3.3% in the 3 with the same graph" in line
     (hf,) = [s for s in program.suite_rows(list(rows.values())) if s.suite == "huggingface infer"]
     assert hf.step_by_graph == "-53.0% in 4 (the model's code on another path); -0.0% in 1 (the same graph)"
     # a planted 10% on every compiled step (pf2, ResNet-50 on an H200, 3 processes; graphs not recorded then)

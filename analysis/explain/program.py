@@ -17,7 +17,8 @@ Per paired cell (both runs ok and compiled), from the rows' records:
 A changed captured graph while the model packages and the inputs are the same is worded as the
 model's code taking another path under B: torch did not generate other code for the same program,
 it was handed another program (transformers builds an attention mask inside the graph under torch <
-2.14, docs/findings-suites.md). Like the kernel split, this attributes; it calls nothing: the
+2.14, docs/findings-suites.md), unless Dynamo's graph breaks differ too: then torch traced the same code
+otherwise (its capture: T5's copy.deepcopy() of its config breaks the graph under 2.11, not under 2.14.1). Like the kernel split, this attributes; it calls nothing: the
 estimates call (analysis/stats/pair_estimates.py).
 """
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Side:
     graphs: int | None
     packages: dict | None
     inputs: dict | None
+    breaks: int | None = None  # Dynamo's graph breaks
+    break_reasons: dict | None = None  # {reason: count}
 
     @property
     def host_us_per_launch(self) -> float | None:
@@ -64,7 +67,8 @@ def side_of(p: dict, s: str) -> Side:
     return Side(p.get(f"compiled_{s}"), p.get(f"compiled_enq_{s}"), None if device is None else device / 1e3,
                 prof.get("launches"), p.get(f"kernels_{s}"), prof.get("families"),
                 None if ops is None else ops.get("ops"), None if ops is None else ops.get("graphs"),
-                _json(p.get(f"packages_{s}")), _json(p.get(f"inputs_{s}")))
+                _json(p.get(f"packages_{s}")), _json(p.get(f"inputs_{s}")), p.get(f"breaks_{s}"),
+                _json(p.get(f"break_reasons_{s}")))
 
 
 def op_changes(a: dict, b: dict) -> tuple[dict, dict]:
@@ -143,21 +147,34 @@ class ProgramRow:
     numbers: dict
     phase: str = ""  # infer / train: a suite's phases are summed apart
     graph_class: str = "not_recorded"  # what the captured graph did: a key of GRAPH_CLASSES
+    breaks: str = ""  # "graph breaks 5 → 0: copy.deepcopy()" where they differ
 
     def as_json(self) -> dict:
         return {"cell_id": self.cell_id, "cell": self.label, "suite": self.suite, **self.numbers}
 
 
 def graph_class(a: Side, b: Side, differs: bool | None) -> str:
-    """What the captured graph did from A to B, as a key of GRAPH_CLASSES: a graph that differs while the
-    model packages and the inputs are recorded alike is the model's code on another path."""
+    """What the captured graph did from A to B, as a key of GRAPH_CLASSES. A graph that differs while the
+    model packages and the inputs are recorded alike: Dynamo's capture where its graph breaks differ (torch
+    traced the code otherwise: T5's copy.deepcopy() of its config breaks under 2.11, not under 2.14.1; the
+    model's path may have changed in the same cells too), else the model's code on another path
+    (transformers' mask built inside the graph under torch < 2.14)."""
     if differs is None:
         return "not_recorded"
     if not differs:
         return "same_graph"
     alike = (a.packages is not None and b.packages is not None and not package_differences(a.packages, b.packages)
              and a.inputs is not None and a.inputs == b.inputs)
-    return "other_path" if alike else "differs_with_packages_or_inputs"
+    if not alike:
+        return "differs_with_packages_or_inputs"
+    return "capture" if a.breaks is not None and b.breaks is not None and a.breaks != b.breaks else "other_path"
+
+
+def _breaks_text(a: Side, b: Side) -> str:
+    """"graph breaks 5 → 0: copy.deepcopy() ...": the counts, and the commonest reason of the side with more."""
+    more = a if (a.breaks or 0) >= (b.breaks or 0) else b
+    top = max((more.break_reasons or {}).items(), key=lambda kv: kv[1], default=None)
+    return f"graph breaks {a.breaks} → {b.breaks}" + (f": {short(top[0].split(' Explanation:')[0], 60)}" if top else "")
 
 
 def _reading(a: Side, b: Side, differs: bool | None, removed: dict, added: dict, moved: list[str]) -> str:
@@ -169,8 +186,12 @@ def _reading(a: Side, b: Side, differs: bool | None, removed: dict, added: dict,
             return (f"the captured graph differs ({what}), and so do the model packages ("
                     + ", ".join(f"{k} {x or 'none'} → {y or 'none'}" for k, x, y in pkgs)
                     + "): either can have changed it")
-        if graph_class(a, b, differs) != "other_path":
+        kind = graph_class(a, b, differs)
+        if kind == "differs_with_packages_or_inputs":
             return f"the captured graph differs ({what}); the model packages or inputs were not recorded alike"
+        if kind == "capture":
+            return (f"Dynamo broke the graph otherwise under B ({_breaks_text(a, b)}; {what}): torch's capture "
+                    "changed, and the ops that differ may be the model's path as well")
         return f"the model's code took another path under B ({what}): not a code-generation change"
     if differs is False:
         head = "same captured graph"
@@ -207,7 +228,7 @@ def pair_row(p: dict, label: str) -> ProgramRow | None:
     numbers = {"step_ms": [a.step_ms, b.step_ms], "device_ms": [a.device_ms, b.device_ms],
                "enqueue_ms": [a.enqueue_ms, b.enqueue_ms], "launches": [a.launches, b.launches],
                "host_us_per_launch": [a.host_us_per_launch, b.host_us_per_launch], "kernels": [a.kernels, b.kernels],
-               "graph_differs": differs, "ops_fewer_in_b": removed, "ops_more_in_b": added, "carried_by": moved,
+               "graph_differs": differs, "graph_class": graph_class(a, b, differs), "ops_fewer_in_b": removed, "ops_more_in_b": added, "carried_by": moved,
                "package_differences": [list(x) for x in package_differences(a.packages, b.packages, torch_stack=True)]}
     return ProgramRow(
         p["cell_id"], label, suite_of(p.get("model") or ""), _pair(a.step_ms, b.step_ms, ms),
@@ -216,7 +237,7 @@ def pair_row(p: dict, label: str) -> ProgramRow | None:
                                                                   lambda v: f"{v:.1f}"),
         _pair(a.kernels, b.kernels, str), graph, ops, fams, ", ".join(moved) or "-",
         _reading(a, b, differs, removed, added, moved), differs, numbers, p.get("phase") or "",
-        graph_class(a, b, differs))
+        numbers["graph_class"], _breaks_text(a, b) if None not in (a.breaks, b.breaks) and a.breaks != b.breaks else "")
 
 
 def pair_rows(pairs: list[dict], label) -> list[ProgramRow]:
@@ -251,7 +272,8 @@ class ProgramSuite:
                 "compiled_step_by_graph": {k: [round(x, 5), n] for k, (x, n) in (self.split or {}).items()}}
 
 
-GRAPH_CLASSES = {"other_path": "the model's code on another path", "same_graph": "the same graph",
+GRAPH_CLASSES = {"other_path": "the model's code on another path",
+                 "capture": "other graph breaks: torch's capture, perhaps the model's path too", "same_graph": "the same graph",
                  "differs_with_packages_or_inputs": "a graph that differs with the packages or inputs",
                  "not_recorded": "no graph recorded"}  # ProgramRow.graph_class, in the order a suite lists them
 
@@ -275,9 +297,10 @@ def suite_rows(rows: list[ProgramRow]) -> list[ProgramSuite]:
         group = [r for r in rows if (r.suite, r.phase) == (suite, phase)]
         rec = [r for r in group if r.graph_differs is not None]
         diff = [r for r in rec if r.graph_differs]
-        path = [r for r in diff if r.graph_class == "other_path"]
-        graph = (f"differs in {len(diff)} of {len(rec)}" + (f" (the model's code took another path in {len(path)})"
-                                                           if path else "")) if rec else "not recorded"
+        why = "; ".join(f"{what} in {n}" for what, n in (
+            ("the model's code took another path", sum(r.graph_class == "other_path" for r in diff)),
+            ("Dynamo's graph breaks changed", sum(r.graph_class == "capture" for r in diff))) if n)
+        graph = (f"differs in {len(diff)} of {len(rec)}" + (f" ({why})" if why else "")) if rec else "not recorded"
         ks = [r.numbers["kernels"] for r in group if None not in r.numbers["kernels"]]
         kernels = (f"fewer in {sum(b < a for a, b in ks)}, more in {sum(b > a for a, b in ks)} of {len(ks)}"
                    if ks else "not recorded")
@@ -304,16 +327,25 @@ def verdict_line(rows: list[ProgramRow]) -> str | None:
         return None
     diff = [r for r in rec if r.graph_differs]
     path = [r for r in diff if r.graph_class == "other_path"]
+    capture = [r for r in diff if r.graph_class == "capture"]
     ks = [r.numbers["kernels"] for r in rec if None not in r.numbers["kernels"]]
     text = f"Compiled program: the captured graph differs in {len(diff)} of {len(rec)} cells"
+    said = []
     if path:
-        text += (f" ({len(path)} with the same model packages and inputs: the model's code took another path "
-                 f"under B, e.g. {path[0].label}: {_ops_text(path[0].numbers['ops_fewer_in_b']) or 'ops added'}"
-                 + (" fewer" if path[0].numbers["ops_fewer_in_b"] else "") + ")")
-        moved, same = step_change(path), step_change([r for r in rec if r.graph_differs is False])
-        if moved and same:  # why the step moved: the other path against the same graph
-            text += (f"; the compiled step moved {moved[0]:+.1%} (geomean) in those {moved[1]} and {same[0]:+.1%} "
-                     f"in the {same[1]} with the same graph")
+        said.append(f"{len(path)} with the same model packages and inputs: the model's code took another path "
+                    f"under B, e.g. {path[0].label}: {_ops_text(path[0].numbers['ops_fewer_in_b']) or 'ops added'}"
+                    + (" fewer" if path[0].numbers["ops_fewer_in_b"] else ""))
+    if capture:
+        said.append(f"{len(capture)} where Dynamo's graph breaks changed (torch's capture; the model's path may differ too), e.g. "
+                    f"{capture[0].label}: "
+                    + capture[0].breaks)
+    text += f" ({'; '.join(said)})" if said else ""
+    same = step_change([r for r in rec if r.graph_differs is False])
+    moved = [f"{x[0]:+.1%} in the {x[1]} {what}" for x, what in ((step_change(path), "on another path"),
+                                                                (step_change(capture), "with other graph breaks")) if x]
+    if moved and same:  # why the step moved: the other path and the capture against the same graph
+        text += (f"; the compiled step moved (geomean) {', '.join(moved)} and {same[0]:+.1%} in the {same[1]} with "
+                 "the same graph")
     if ks:
         text += (f"; Inductor's kernels fewer in {sum(b < a for a, b in ks)}, more in {sum(b > a for a, b in ks)} "
                  f"of {len(ks)}")

@@ -106,8 +106,8 @@ def _step_estimates(name: str, reps_by: dict[str, LogDist], by_id: dict, procs: 
 
 
 # A first call compiles outside any timing turn: beside cells sharing its GPU (GPUS=0,0,0) it shares the
-# host with their compiles. In the H100 suite screen of three cells a GPU (su-h100-*), 14 of 73 cells' cold
-# compiles moved beyond one cell's A/A spread, 12 of them longer, and for all but one model the same model in
+# host with their compiles. In the H100 suite screen of three cells a GPU (su-h100-*), 18 of 89 cells' cold
+# compiles moved beyond one cell's A/A spread, 13 of them longer, and for all but one model the same model in
 # the other mode, compiled minutes apart, stayed within it (docs/findings-suites.md). One cell a GPU beside another
 # GPU's worker is among what the A/A spread was measured on (aa-x2-z; default-h200 in the false-alarm
 # budget): called as alone.

@@ -92,8 +92,9 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     return row
 
 
-SHARED_GPU_OOM = ("out of memory on a GPU shared with another cell (GPUS=0,0): measure it alone with RETRY=1 "
-                  "and GPUS unset before reading it as the model's need.")
+SHARED_GPU_OOM_HEAD = "out of memory on a GPU shared with another cell"  # the rows of every release say it so
+SHARED_GPU_OOM = (f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): not the model's need until it is "
+                  "measured alone, as the same command does once the other cells are done (collector/host/alone.py).")
 SHARED_GPU_WAIT = ("timed out waiting for its turn on a GPU shared with another cell (GPUS=0,0): the other cell "
                    "held the GPU's lock (its timing, or a hang of its own), so this time limit says nothing of this "
                    "cell; measure it again with RETRY=1.")

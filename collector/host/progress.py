@@ -275,6 +275,13 @@ class Progress:
         self.basis = "; ".join(words)
         return total / self.workers
 
+    def extend(self, plan: list[tuple], workers: int) -> None:
+        """More cells queued (their `plan` keys), `workers` at a time from now on (collector/host/alone.py)."""
+        self.total, self.workers = self.total + len(plan), max(1, workers)
+        if self.plan is not None:
+            self.plan.extend(plan)
+            self._queued.update(plan)
+
     def expected(self, k: int) -> float | None:
         """Seconds queue position k's cell should take at the load now, as estimate_left counts it (an
         interpreter's first cell with its start); None with nothing to go on."""
@@ -336,9 +343,7 @@ class Progress:
             sp = f"{e / c:.2f}x" if e and c else "-"
             lines.append(f"{row['cell_id']:<{width}} {row['status']:<14} "
                          f"{(f'{e:.3f}' if e else '-'):>9} {(f'{c:.3f}' if c else '-'):>9} {sp:>8}")
-        counts: dict[str, int] = {}
-        for row in self.rows:
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        counts = Counter(row["status"] for row in self.rows)
         tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing new"
         lines.append(f"{len(self.rows)} cell(s) measured in {fmt_duration(self.clock() - self.t0)}: {tally}"
                      + (f"; {skipped_done} already done (skipped)" if skipped_done else ""))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from collector.host import alone
 from collector.host.cell_measure import measure_cell
 from collector.record.compact import compact_run
 from collector.host.launch import Launcher
@@ -259,6 +260,29 @@ class _Session:
             raise self.failure[0]
 
 
+def _alone_again(session: _Session, targets: list[Target], launchers: list[list]) -> _Session:
+    """Where workers share a GPU: the cells that ran out of memory beside another cell, again with the GPU
+    to themselves (collector/host/alone.py), before the session ends; returns the session that ran them,
+    or `session` where there were none (or its time budget or a stop ended it)."""
+    if session.budget_hit.is_set() or session.stop.is_set() or not any(w.timing_lock for w in session.workers):
+        return session
+    queue = alone.again_queue(session.opened)
+    if not queue:
+        return session
+    lone = Worker(gpu=session.workers[0].gpu)
+    launchers.append([t.launcher.for_worker(lone) for t in targets])
+    print(alone.note(queue, len(targets)), file=session.out, flush=True)
+    for o in session.opened:
+        o.manifest["sessions"][-1]["measured_alone"] = sorted({c.cell_id for _, c in queue})
+    first = session.progress.total + 1
+    session.progress.extend([(ti, c.model, c.phase, c.mode) for ti, c in queue], workers=1)
+    again = _Session(session.opened, list(enumerate(queue, first)), session.progress, [lone], session.clock,
+                     session.out, session.stop_after_s, session.start, measured=session.measured,
+                     started=session.started)
+    again.run([launchers[-1]])
+    return again
+
+
 def _end_session(opened: list[_Open], launchers: list[list], rows: list[dict], out,
                  crowding: float | None = None) -> None:
     """What every session writes at its end, however it ended: the launchers' description, the runs
@@ -351,6 +375,7 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         session = _Session(opened, queue, progress, workers, clock, out, stop_after_s, clock())
         try:
             session.run(launchers)
+            session = _alone_again(session, targets, launchers)
         except BaseException as exc:  # Ctrl-C, SIGTERM, a write error in a worker: stop every cell in flight
             session.stop.set()
             _kill_all([x for row in launchers for x in row])
@@ -364,10 +389,10 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
             raise KeyboardInterrupt("stop requested")
         already = sum(o.already for o in opened)
         print(progress.summary(skipped_done=already), file=out, flush=True)
-        if not total:
+        if not progress.total:
             print(f"nothing to measure: all {already} cells of run {', '.join(ids)} are saved. To measure them again, "
                   "give a new run id (make collect RUN=<new id>, or --run-id); to measure the failed ones "
                   "again, RETRY=1 (--retry-failed).", file=out, flush=True)
         if session.budget_hit.is_set():
-            print(session.budget_note(len(queue)), file=out, flush=True)
+            print(session.budget_note(len(session.queue)), file=out, flush=True)
     return [o.run_dir for o in opened]

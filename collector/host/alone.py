@@ -1,0 +1,44 @@
+"""Cells that ran out of memory beside other cells on a shared GPU (GPUS=0,0,0), measured again alone.
+
+Three cells on one GPU hold three models' memory: a large model (Mistral-7B, gemma-3-4b at batch 8
+on an 80 GB H100, docs/findings-suites.md) can run out of memory there and fit alone. Its row says
+so (cell_measure.SHARED_GPU_OOM, whose opening words rows of every version share). Once a session's queue is done, the local executor measures every
+such cell again with the GPU to itself, under every interpreter of the session, so that both sides of
+a version pair are measured one way, however many of them ran out of memory: the rows that replace
+them record one cell at a time (concurrent_cells), and run.json's session names the cells
+(`measured_alone`). A cell that runs out of memory alone too keeps that row: it is the model's need.
+"""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from collector.host.cell_measure import SHARED_GPU_OOM_HEAD
+
+
+def shared_oom(path) -> bool:
+    """Whether the saved row at `path` ran out of memory beside another cell on a shared GPU."""
+    try:
+        row = pq.read_table(path, columns=["status", "error"]).to_pylist()[0]
+    except (OSError, ValueError, IndexError, KeyError):  # a broken file is measured again anyway
+        return False
+    return row["status"] == "oom" and (row["error"] or "").startswith(SHARED_GPU_OOM_HEAD)
+
+
+def again_queue(opened: list) -> list[tuple[int, object]]:
+    """(target index, cell) of every cell of the session's matrix that any target's saved row says ran
+    out of memory beside another cell, under every target, in matrix order, the targets' order
+    alternating from one cell to the next as the session's own queue does."""
+    queue, turn = [], 0
+    for cell in opened[0].target.matrix.cells:
+        here = [(ti, c) for ti, o in enumerate(opened) for c in o.target.matrix.cells if c.cell_id == cell.cell_id]
+        if not any(shared_oom(opened[ti].store.cells_dir / f"{cell.cell_id}.parquet") for ti, _ in here):
+            continue
+        queue.extend(here if turn % 2 == 0 else here[::-1])
+        turn += 1
+    return queue
+
+
+def note(queue: list, runs: int) -> str:
+    cells = len({c.cell_id for _, c in queue})
+    return (f"{cells} cell(s) ran out of memory beside other cells on a shared GPU: measuring them again alone, "
+            f"one at a time, under all {runs} interpreter(s) alike ({len(queue)} measurement(s))")
