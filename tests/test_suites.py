@@ -55,6 +55,12 @@ def test_newly_failing_and_newly_passing_cells_are_named_with_the_error():
     assert [(c.cell, c.was, c.now, c.why) for c in fail] == [
         ("timm:a infer amp_bf16 bs8 default", "ok", "runtime_error", "CUDA error: device-side assert")]
     assert [(c.cell, c.why) for c in passed] == [("timm:b infer amp_bf16 bs8 default", "boom")]  # skipped: neither
+    # out of memory beside other cells on a shared GPU (collector/host/alone.py): not the model's status
+    from collector.record.contract import SHARED_GPU_OOM_HEAD
+    shared = _row("timm:e", status="oom", error=f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): ... CUDA out of memory")
+    assert suites.status_changes(a + [_row("timm:e")], b + [shared]) == (fail, passed)
+    alone = _row("timm:e", status="oom", error="during eager: CUDA out of memory")
+    assert [c.cell for c in suites.status_changes(a + [_row("timm:e")], b + [alone])[0]][-1] == "timm:e infer amp_bf16 bs8 default"
 
 
 def test_suite_speedup_change_is_the_t_interval_over_models_ok_in_both():

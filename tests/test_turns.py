@@ -310,6 +310,31 @@ def test_a_cell_out_of_memory_beside_others_is_measured_again_alone_under_every_
     assert len(log) == before and "ran out of memory beside" not in capsys.readouterr().out
 
 
+def test_the_alone_measurement_starts_its_cell_processes_without_the_shared_gpus_lock(tmp_path, monkeypatch, capsys):
+    """The real launcher (collector/host/alone.py): cell processes of workers that share a GPU get its timing
+    lock in their environment and, here, run out of memory; measured again alone they get none, and fit."""
+    from collector.host import neighbours
+    from collector.host.launch import SubprocessLauncher
+    from collector.host.runner import Target, collect_targets
+    from collector.plan import matrix as mx
+
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+    fake = tmp_path / "fakepython"
+    fake.write_text(f"#!/bin/sh\nif [ -n \"${TIMING_LOCK_ENV}\" ]; then echo '{{\"status\": \"oom\", \"error\": "
+                    f"\"CUDA out of memory\"}}' > \"$4\"; else echo '{{\"status\": \"ok\", \"eager_step_ms\": [2.0], "
+                    f"\"compiled_step_ms\": [1.0]}}' > \"$4\"; fi\n")
+    fake.chmod(0o755)
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "batch_sizes": [1, 2],
+                                  "processes": 1, "warm_compile": False})
+    env = {"device": "cuda", "device_name": "Test GPU", "hostname": "h", "gpu_name": "Test GPU"}
+    targets = [Target(m, {**env, "torch_version": v}, f"s-{v}", SubprocessLauncher(str(fake)), label=v) for v in "ab"]
+    workers = [Worker(gpu=0, timing_lock=str(tmp_path / "lock")) for _ in range(2)]
+    collect_targets(targets, tmp_path, workers=workers)
+    assert "2 cell(s) ran out of memory beside other cells" in capsys.readouterr().out
+    rows = [r for v in "ab" for f in (tmp_path / f"s-{v}" / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["concurrent_cells"] == 1 for r in rows), rows
+
+
 @pytest.mark.slow
 def test_a_cell_killed_while_waiting_for_a_neighbours_turn_says_so_not_that_it_hung(tmp_path, monkeypatch):
     """The real path: a cell process on a shared GPU's lock that another process holds past the cell's
@@ -545,6 +570,9 @@ def test_the_h100_suite_screen_of_three_cells_a_gpu_counts_paired_cells_and_call
     assert md.count("6/6 → 6/6") == 2, md[:3000]  # timm training, both modes
     assert "| huggingface | infer | default | 16/18 → 17/18 |" in md and "| reduce-overhead | 14/17 → 16/17 |" in md
     assert "that B lacks" not in md  # both runs hold the same 97 cells
+    # the 7 cells out of memory beside others are not the models' failures (collector/host/alone.py)
+    assert ("Status: 0 cell(s) newly failing, 0 newly passing, 5 out of memory beside other cells on a shared GPU "
+            "(not the model's need).") in md and "Newly failing in" not in md
     assert "both runs took turns on one GPU, up to 3 cells at once" in md and "| cold compile (first call) |" not in md
     assert "cuDNN 9.19.0 against 9.24.0" in md  # the carried torch brought its own cuDNN: named with the stack
     assert "on 3 machines of one kind in turn" in md  # three lent H100s, both versions in each command

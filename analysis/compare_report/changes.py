@@ -138,9 +138,9 @@ def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: di
     lines.append(_run_level("cold", ests["cold"]))
     lines.append(_run_level("warm", ests["warm"]))
     lines.append(_counts("memory", ests["memory"], labels, "lower", "higher"))
-    failing = sum(t[3] == "slower" for t in transitions)
+    failing, beside = (sum(t[3] == kind for t in transitions) for kind in ("slower", "beside"))
     if transitions:
-        lines.append(f"Status: {failing} cell(s) newly failing, {len(transitions) - failing} newly passing.")
+        lines.append(f"Status: {failing} cell(s) newly failing, {len(transitions) - failing - beside} newly passing" + (f", {beside} out of memory beside other cells on a shared GPU (not the model's need)." if beside else "."))
     return lines
 
 

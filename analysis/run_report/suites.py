@@ -27,7 +27,7 @@ import numpy as np
 from analysis.explain import kernels
 from analysis.stats import core as stats
 from analysis.stats.fmt import cell_label
-from collector.record.contract import reduced_layers, suite_of
+from collector.record.contract import reduced_layers, shared_gpu_oom, suite_of
 
 OK = "ok"
 NOT_ATTEMPTED = ("skipped",)
@@ -204,13 +204,16 @@ def _short(error: str | None) -> str:
 
 
 def status_changes(rows_a: list[dict], rows_b: list[dict]) -> tuple[list[StatusChange], list[StatusChange]]:
-    """(newly failing, newly passing): cells ok in one run and attempted but not ok in the other."""
+    """(newly failing, newly passing): cells ok in one run and attempted but not ok in the other (a cell out
+    of memory beside other cells on a shared GPU was not attempted alone)."""
     a = {r["cell_id"]: r for r in rows_a if r.get("mode") != "eager"}
     fail, passed = [], []
     for r in rows_b:
         old = a.get(r["cell_id"])
         if old is None or old.get("status") in NOT_ATTEMPTED or r.get("status") in NOT_ATTEMPTED:
             continue
+        if shared_gpu_oom(old.get("status"), old.get("error")) or shared_gpu_oom(r.get("status"), r.get("error")):
+            continue  # beside other cells on a shared GPU, not alone: the comparison's status table says so
         if old["status"] == OK and r["status"] != OK:
             fail.append(StatusChange(cell_label(r), old["status"], r["status"], _short(r.get("error"))))
         elif old["status"] != OK and r["status"] == OK:

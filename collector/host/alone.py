@@ -2,8 +2,8 @@
 
 Three cells on one GPU hold three models' memory: a large model (Mistral-7B, gemma-3-4b at batch 8
 on an 80 GB H100, docs/findings-suites.md) can run out of memory there and fit alone. Its row says
-so (cell_measure.SHARED_GPU_OOM, whose opening words rows of every version share). Once a session's queue is done, the local executor measures every
-such cell again with the GPU to itself, under every interpreter of the session, so that both sides of
+so (cell_measure.SHARED_GPU_OOM; contract.shared_gpu_oom reads it). Once a session's queue is done,
+the local executor measures every such cell again with the GPU to itself, under every interpreter of the session, so that both sides of
 a version pair are measured one way, however many of them ran out of memory: the rows that replace
 them record one cell at a time (concurrent_cells), and run.json's session names the cells
 (`measured_alone`). A cell that runs out of memory alone too keeps that row: it is the model's need.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from collector.host.cell_measure import SHARED_GPU_OOM_HEAD
+from collector.record.contract import shared_gpu_oom
 
 
 def shared_oom(path) -> bool:
@@ -21,7 +21,7 @@ def shared_oom(path) -> bool:
         row = pq.read_table(path, columns=["status", "error"]).to_pylist()[0]
     except (OSError, ValueError, IndexError, KeyError):  # a broken file is measured again anyway
         return False
-    return row["status"] == "oom" and (row["error"] or "").startswith(SHARED_GPU_OOM_HEAD)
+    return shared_gpu_oom(row["status"], row["error"])
 
 
 def again_queue(opened: list) -> list[tuple[int, object]]:

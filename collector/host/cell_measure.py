@@ -23,6 +23,7 @@ from collector.host import autotune, neighbours
 from collector import modes
 
 from collector.record import schema
+from collector.record.contract import SHARED_GPU_OOM_HEAD
 from collector.record.result import CellResult, ResultError
 from collector.plan.job import Job, Layout
 from collector.host.launch import Launcher
@@ -92,7 +93,6 @@ def measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: Pa
     return row
 
 
-SHARED_GPU_OOM_HEAD = "out of memory on a GPU shared with another cell"  # the rows of every release say it so
 SHARED_GPU_OOM = (f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): not the model's need until it is "
                   "measured alone, as the same command does once the other cells are done (collector/host/alone.py).")
 SHARED_GPU_WAIT = ("timed out waiting for its turn on a GPU shared with another cell (GPUS=0,0): the other cell "

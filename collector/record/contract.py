@@ -24,6 +24,16 @@ CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # mo
 # processes "disagree" when their speedups span more than 5% (max / min - 1)
 DISAGREE = 0.05
 
+# a cell that ran out of memory beside other cells on one GPU (GPUS=0,0,0): its error opens with these words
+# (collector/host/cell_measure.SHARED_GPU_OOM); not the model's need until measured alone (collector/host/alone.py)
+SHARED_GPU_OOM_HEAD = "out of memory on a GPU shared with another cell"
+
+
+def shared_gpu_oom(status: str | None, error: str | None) -> bool:
+    """Whether a row's failure is running out of memory beside other cells, not the model's own need."""
+    return status == "oom" and (error or "").startswith(SHARED_GPU_OOM_HEAD)
+
+
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
