@@ -310,6 +310,34 @@ def test_a_cell_out_of_memory_beside_others_is_measured_again_alone_under_every_
     assert len(log) == before and "ran out of memory beside" not in capsys.readouterr().out
 
 
+def test_a_cell_measured_alone_under_one_interpreter_only_is_measured_alone_under_the_others(tmp_path):
+    """A time budget can end the alone pass between a cell's two interpreters: the next session measures the
+    other one alone too, and nothing else (collector/host/alone.py's again_queue)."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from collector.host.alone import again_queue
+    from collector.host.cell_measure import SHARED_GPU_OOM
+    from collector.plan import matrix as mx
+
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "batch_sizes": [1, 2, 4],
+                                  "processes": 1})
+    saved = {"a": {1: ("ok", None, 3), 2: ("ok", None, 1), 4: ("oom", SHARED_GPU_OOM, 3)},
+             "b": {1: ("ok", None, 3), 2: ("ok", None, 3), 4: ("ok", None, 3)}}
+    opened = []
+    for v, rows in saved.items():
+        cells = tmp_path / v / "cells"
+        cells.mkdir(parents=True)
+        for c in m.cells:
+            status, error, beside = rows[c.batch_size]
+            pq.write_table(pa.table({"status": [status], "error": [error], "concurrent_cells": [beside]}),
+                           cells / f"{c.cell_id}.parquet")
+        opened.append(SimpleNamespace(target=SimpleNamespace(matrix=m), store=SimpleNamespace(cells_dir=cells)))
+    queue = [(ti, c.batch_size) for ti, c in again_queue(opened)]
+    assert queue == [(1, 2), (1, 4), (0, 4)], queue  # b's batch 2 alone; batch 4 under both, the order alternating
+
+
 def test_the_alone_measurement_starts_its_cell_processes_without_the_shared_gpus_lock(tmp_path, monkeypatch, capsys):
     """The real launcher (collector/host/alone.py): cell processes of workers that share a GPU get its timing
     lock in their environment and, here, run out of memory; measured again alone they get none, and fit."""

@@ -3,10 +3,11 @@
 Three cells on one GPU hold three models' memory: a large model (Mistral-7B, gemma-3-4b at batch 8
 on an 80 GB H100, docs/findings-suites.md) can run out of memory there and fit alone. Its row says
 so (cell_measure.SHARED_GPU_OOM; contract.shared_gpu_oom reads it). Once a session's queue is done,
-the local executor measures every such cell again with the GPU to itself, under every interpreter of the session, so that both sides of
-a version pair are measured one way, however many of them ran out of memory: the rows that replace
-them record one cell at a time (concurrent_cells), and run.json's session names the cells
-(`measured_alone`). A cell that runs out of memory alone too keeps that row: it is the model's need.
+the local executor measures every such cell again with the GPU to itself, under every interpreter of
+the session, so that both sides of a version pair are measured one way, however many of them ran out
+of memory: the rows that replace them record one cell at a time (concurrent_cells), and run.json's
+session names the cells (`measured_alone`). A cell that runs out of memory alone too keeps that row:
+it is the model's need.
 """
 from __future__ import annotations
 
@@ -15,23 +16,37 @@ import pyarrow.parquet as pq
 from collector.record.contract import shared_gpu_oom
 
 
+def _saved(path) -> dict | None:
+    try:
+        return pq.read_table(path, columns=["status", "error", "concurrent_cells"]).to_pylist()[0]
+    except (OSError, ValueError, IndexError, KeyError):  # absent or broken: measured again anyway
+        return None
+
+
 def shared_oom(path) -> bool:
     """Whether the saved row at `path` ran out of memory beside another cell on a shared GPU."""
-    try:
-        row = pq.read_table(path, columns=["status", "error"]).to_pylist()[0]
-    except (OSError, ValueError, IndexError, KeyError):  # a broken file is measured again anyway
-        return False
-    return shared_gpu_oom(row["status"], row["error"])
+    row = _saved(path)
+    return row is not None and shared_gpu_oom(row["status"], row["error"])
 
 
 def again_queue(opened: list) -> list[tuple[int, object]]:
     """(target index, cell) of every cell of the session's matrix that any target's saved row says ran
-    out of memory beside another cell, under every target, in matrix order, the targets' order
-    alternating from one cell to the next as the session's own queue does."""
+    out of memory beside another cell, under every target, and of a cell some targets measured alone
+    and others not (a time budget that ended the alone pass between two targets), under those others;
+    in matrix order, the targets' order alternating from one cell to the next as the session's own
+    queue does."""
     queue, turn = [], 0
+    by_id = [{c.cell_id: c for c in o.target.matrix.cells} for o in opened]
     for cell in opened[0].target.matrix.cells:
-        here = [(ti, c) for ti, o in enumerate(opened) for c in o.target.matrix.cells if c.cell_id == cell.cell_id]
-        if not any(shared_oom(opened[ti].store.cells_dir / f"{cell.cell_id}.parquet") for ti, _ in here):
+        here = [(ti, cells[cell.cell_id]) for ti, cells in enumerate(by_id) if cell.cell_id in cells]
+        rows = {ti: _saved(opened[ti].store.cells_dir / f"{cell.cell_id}.parquet") for ti, _ in here}
+        if any(r and shared_gpu_oom(r["status"], r["error"]) for r in rows.values()):
+            pass  # every target again
+        elif any(r and r["concurrent_cells"] == 1 for r in rows.values()):
+            here = [(ti, c) for ti, c in here if rows[ti] and (rows[ti]["concurrent_cells"] or 1) > 1]
+        else:
+            here = []
+        if not here:
             continue
         queue.extend(here if turn % 2 == 0 else here[::-1])
         turn += 1
