@@ -5,7 +5,8 @@ fail or newly pass and how each suite's figures moved (docs/suites.md).
 
 - pass rate: ok cells over attempted cells. A cell that failed to build, export, compile or run, or whose
   compiled output differs from eager's (accuracy_fail), counts in the denominator; a `skipped` cell (a
-  package missing where it ran) was not attempted and does not.
+  package missing where it ran) was not attempted and does not, nor does one out of memory beside other
+  cells on a shared GPU (GPUS=0,0,0): not attempted alone yet (collector/host/alone.py measures it so).
 - geomean speedup: over the ok cells, with the interval of the run report's verdict (the exact t
   model over each cell's processes; analysis/stats.geomean_interval).
 - cold compile: the median and the total of the ok cells' first compiled calls (cold cache), seconds.
@@ -111,7 +112,8 @@ def _geo(values: list[float]) -> float | None:
 
 def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     """The four figures of one group of cells (numbers; None where nothing was measured)."""
-    attempted = [r for r in rows if r.get("status") not in NOT_ATTEMPTED]
+    beside = sum(shared_gpu_oom(r.get("status"), r.get("error")) for r in rows)
+    attempted = [r for r in rows if r.get("status") not in NOT_ATTEMPTED and not shared_gpu_oom(r.get("status"), r.get("error"))]
     ok = [r for r in attempted if r.get("status") == OK and not stats.missing(r.get("speedup"))]
     failed: dict[str, int] = {}
     for r in attempted:
@@ -125,7 +127,7 @@ def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     bound = [r for r in ok if host_paced(r, "eager") or host_paced(r, "compiled")]
     return {"launch_bound": len(bound), "device_cuda": any(r.get("device") == "cuda" for r in ok),
             "models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
-            "skipped": len(rows) - len(attempted), "failed": dict(sorted(failed.items())),
+            "skipped": len(rows) - len(attempted) - beside, "beside": beside, "failed": dict(sorted(failed.items())),
             "pass_rate": len(ok) / len(attempted) if attempted else None,
             "geomean_speedup": _geo(speed), "speedup_lo": lo, "speedup_hi": hi,
             "cold_compile_median_s": statistics.median(cold) if cold else None,
@@ -189,8 +191,9 @@ def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRo
         f = figures(group, reps_by_cell)
         interval = "-" if f["speedup_lo"] is None else f"{f['speedup_lo']:.2f}x-{f['speedup_hi']:.2f}x"
         failed = ", ".join(f"{n} {s}" for s, n in f["failed"].items())
-        if f["skipped"]:
-            failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)"]))
+        failed = ", ".join(filter(None, [failed, f"{f['skipped']} skipped (not counted)" if f["skipped"] else "",
+                                         f"{f['beside']} out of memory beside other cells (not counted until measured "
+                                         "alone)" if f["beside"] else ""]))
         out.append(SuiteRow(suite, phase, mode, _rate(f), _x(f["geomean_speedup"]), interval,
                             _s(f["cold_compile_median_s"]), _min(f["cold_compile_total_s"]), _x(f["memory_ratio"]),
                             failed, {"suite": suite, "phase": phase, "mode": mode, **f}, launch_bound_text(f),
@@ -221,6 +224,11 @@ def status_changes(rows_a: list[dict], rows_b: list[dict]) -> tuple[list[StatusC
     return fail, passed
 
 
+def _passed(f: dict) -> str:
+    """"16/16": ok over attempted, and the cells out of memory beside others that wait to be measured alone."""
+    return f"{f['passed']}/{f['attempted']}" + (f" (+{f['beside']} out of memory beside others)" if f["beside"] else "")
+
+
 def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = stats.MIN_EFFECT) -> list[SuiteChange]:
     """Each suite, phase and mode present in both runs: the four figures A -> B and the speedup change."""
     ga, gb = _groups(rows_a), _groups(rows_b)
@@ -241,7 +249,7 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = sta
             change = (f"{100 * (point - 1):+.1f}% ({word}; 95% CI {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%, "
                       f"{len(logs)} models)")
         out.append(SuiteChange(
-            key[0], key[1], key[2], f"{fa['passed']}/{fa['attempted']} → {fb['passed']}/{fb['attempted']}",
+            key[0], key[1], key[2], f"{_passed(fa)} → {_passed(fb)}",
             f"{_x(fa['geomean_speedup'])} → {_x(fb['geomean_speedup'])}", change,
             f"{_s(fa['cold_compile_median_s'])} → {_s(fb['cold_compile_median_s'])}",
             f"{_min(fa['cold_compile_total_s'])} → {_min(fb['cold_compile_total_s'])}",
