@@ -17,8 +17,9 @@ Per paired cell (both runs ok and compiled), from the rows' records:
 A changed captured graph while the model packages and the inputs are the same is worded as the
 model's code taking another path under B: torch did not generate other code for the same program,
 it was handed another program (transformers builds an attention mask inside the graph under torch <
-2.14, docs/findings-suites.md), unless Dynamo's graph breaks differ too: then torch traced the same code
-otherwise (its capture: T5's copy.deepcopy() of its config breaks the graph under 2.11, not under 2.14.1). Like the kernel split, this attributes; it calls nothing: the
+2.14, docs/findings-suites.md), unless Dynamo's graph breaks differ too: then torch traced the code
+otherwise (its capture: T5's copy.deepcopy() of its config breaks the graph under 2.11, not under
+2.14.1). Like the kernel split, this attributes; it calls nothing: the
 estimates call (analysis/stats/pair_estimates.py).
 """
 from __future__ import annotations
