@@ -120,6 +120,30 @@ def test_status_changes_unpaired_cells_and_mismatch(tmp_path):
     assert "**newly failing**" in text and "compared only because it was asked for explicitly" in text
 
 
+def test_a_row_out_of_memory_beside_others_reads_as_oom_shared_however_old(tmp_path):
+    """A cell out of memory beside other cells on a shared GPU is `oom_shared` (collector/host/alone.py); a row
+    written before that status says `oom` with the shared GPU's words, and loads as `oom_shared` too
+    (analysis/data/sql/upgrade.sql): neither is the model's failure. An `oom` of the model's own is itself."""
+    from collector.record.contract import SHARED_GPU_OOM_HEAD
+
+    b = cells()
+    shared = {}
+    for i, status in ((3, "oom"), (4, "oom_shared"), (5, "oom")):
+        cid = f"m{i:02d}__train__amp_bf16__bs8__default__model"
+        b[cid] = (10.0, None, status)
+        shared[cid] = {"error": f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): CUDA out of memory" if i < 5 else "CUDA out of memory"}
+    rng = np.random.default_rng(7)
+    write_run(tmp_path, "A", cells(), rng)
+    write_run(tmp_path, "B", b, rng, diag=shared)
+    runs = {r.run_id: r for r in discover_runs(tmp_path)}
+    loaded = load(list(runs.values()))
+    prepare(loaded)
+    rep = build_compare_report(loaded, runs["A"], runs["B"], [runs["A"], runs["B"]], reps=200, now="x")
+    assert sorted(t[1:] for t in rep.transitions) == [("ok", "oom", "slower"), ("ok", "oom_shared", "beside"),
+                                                      ("ok", "oom_shared", "beside")], rep.transitions
+    assert [t[0] for t in rep.transitions if t[2] == "oom"] == ["m05 train amp_bf16 bs8 default"]
+
+
 @pytest.mark.evidence
 def test_committed_aa_comparison_calls_no_cell(tmp_path):
     """The real A/A in data/examples (torch 2.13.0 collected twice on the CPU): nothing is called."""

@@ -297,7 +297,7 @@ def test_a_cell_ok_in_the_baseline_that_fails_in_the_candidate_fails_the_gate(mo
                    ("gpt2 infer bs8 default", "ok", "skipped", "slower"),
                    ("vit infer bs8 default", "timeout", "ok", "faster"),
                    ("t5 infer bs8 default", "runtime_error", "timeout", "unclear"),
-                   ("gptj infer bs1 default", "ok", "oom", "beside")]  # out of memory beside other cells
+                   ("gptj infer bs1 default", "ok", "oom_shared", "beside")]  # out of memory beside other cells
     assert gate.newly_failing(transitions) == ["bert infer bs32 default (ok -> compile_error)"]
     report = SimpleNamespace(chart_rows={"estimates": []}, repeat_pairs=[], unverified={}, transitions=transitions)
     monkeypatch.setattr(gate, "_report", lambda args: (report, 0.05, set()))

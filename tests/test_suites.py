@@ -57,7 +57,7 @@ def test_newly_failing_and_newly_passing_cells_are_named_with_the_error():
     assert [(c.cell, c.why) for c in passed] == [("timm:b infer amp_bf16 bs8 default", "boom")]  # skipped: neither
     # out of memory beside other cells on a shared GPU (collector/host/alone.py): not the model's status
     from collector.record.contract import SHARED_GPU_OOM_HEAD
-    shared = _row("timm:e", status="oom", error=f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): ... CUDA out of memory")
+    shared = _row("timm:e", status="oom_shared", error=f"{SHARED_GPU_OOM_HEAD} (GPUS=0,0): ... CUDA out of memory")
     assert suites.status_changes(a + [_row("timm:e")], b + [shared]) == (fail, passed)
     f = suites.figures([_row("timm:a"), shared, _row("timm:f", status="oom", error="CUDA out of memory")])
     assert (f["passed"], f["attempted"], f["beside"], f["skipped"]) == (1, 2, 1, 0)  # the pass rate leaves it out

@@ -252,7 +252,7 @@ def test_an_oom_beside_another_cell_on_the_gpu_says_so_and_how_to_measure_it_alo
     env = {"device": "cpu", "device_name": "Test CPU", "torch_version": "9.9.9", "hostname": "h", "gpu_name": None}
     shared = measure_cell(m.cells[0], m, env, "r", tmp_path, Oom(), worker=Worker(gpu=0, timing_lock="x"))
     alone = measure_cell(m.cells[0], m, env, "r", tmp_path, Oom(), worker=Worker(gpu=0))
-    assert shared["status"] == alone["status"] == "oom"
+    assert (shared["status"], alone["status"]) == ("oom_shared", "oom")
     assert shared["error"].startswith(SHARED_GPU_OOM) and "CUDA out of memory" in shared["error"]
     assert alone["error"] == "during eager: OutOfMemoryError: CUDA out of memory"
 
@@ -312,7 +312,9 @@ def test_a_cell_out_of_memory_beside_others_is_measured_again_alone_under_every_
 
 def test_a_cell_measured_alone_under_one_interpreter_only_is_measured_alone_under_the_others(tmp_path):
     """A time budget can end the alone pass between a cell's two interpreters: the next session measures the
-    other one alone too, and nothing else (collector/host/alone.py's again_queue)."""
+    other one alone too, and nothing else (collector/host/alone.py's again_queue). A row out of memory beside
+    others is `oom_shared`, or, written before that status, `oom` with the shared GPU's words; a cell that ran
+    with nothing beside it by chance (the queue's last) was not measured alone by the alone pass: left as is."""
     from types import SimpleNamespace
 
     import pyarrow as pa
@@ -321,10 +323,11 @@ def test_a_cell_measured_alone_under_one_interpreter_only_is_measured_alone_unde
     from collector.host.cell_measure import SHARED_GPU_OOM
     from collector.plan import matrix as mx
 
-    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"], "batch_sizes": [1, 2, 4],
-                                  "processes": 1})
-    saved = {"a": {1: ("ok", None, 3), 2: ("ok", None, 1), 4: ("oom", SHARED_GPU_OOM, 3)},
-             "b": {1: ("ok", None, 3), 2: ("ok", None, 3), 4: ("ok", None, 3)}}
+    m = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "modes": ["default"],
+                                  "batch_sizes": [1, 2, 4, 8], "processes": 1})
+    saved = {"a": {1: ("ok", None, 1), 2: ("ok", None, 1), 4: ("oom", SHARED_GPU_OOM, 3), 8: ("ok", None, 3)},
+             "b": {1: ("ok", None, 3), 2: ("ok", None, 3), 4: ("ok", None, 3), 8: ("oom_shared", SHARED_GPU_OOM, 3)}}
+    alone_before = [c.cell_id for c in m.cells if c.batch_size == 2]  # an earlier session's alone pass, cut
     opened = []
     for v, rows in saved.items():
         cells = tmp_path / v / "cells"
@@ -333,9 +336,12 @@ def test_a_cell_measured_alone_under_one_interpreter_only_is_measured_alone_unde
             status, error, beside = rows[c.batch_size]
             pq.write_table(pa.table({"status": [status], "error": [error], "concurrent_cells": [beside]}),
                            cells / f"{c.cell_id}.parquet")
-        opened.append(SimpleNamespace(target=SimpleNamespace(matrix=m), store=SimpleNamespace(cells_dir=cells)))
+        statuses = {c.cell_id: rows[c.batch_size][0] for c in m.cells}
+        sessions = [{"measured_alone": alone_before if v == "a" else []}, {}]  # the last: this session
+        opened.append(SimpleNamespace(target=SimpleNamespace(matrix=m), manifest={"sessions": sessions},
+                                      store=SimpleNamespace(cells_dir=cells, saved=lambda s=statuses: s)))
     queue = [(ti, c.batch_size) for ti, c in again_queue(opened)]
-    assert queue == [(1, 2), (1, 4), (0, 4)], queue  # b's batch 2 alone; batch 4 under both, the order alternating
+    assert queue == [(1, 2), (1, 4), (0, 4), (0, 8), (1, 8)], queue  # b's batch 2 alone; 4 and 8 under both
 
 
 def test_the_alone_measurement_starts_its_cell_processes_without_the_shared_gpus_lock(tmp_path, monkeypatch, capsys):

@@ -89,11 +89,10 @@ def newly_failing(transitions) -> list[str]:
     """The cells ok in the baseline and attempted but not ok in the candidate (a crash, a compile error,
     a timeout, an accuracy failure), as 'label (ok -> status)'; a cell skipped in either (a model its
     package could not build there) was not attempted, and one out of memory beside other cells on a shared
-    GPU (transition "beside") not alone. `transitions`: (label, status A, status B, ...)."""
-    from analysis.run_report.suites import NOT_ATTEMPTED
+    GPU (status oom_shared) not alone. `transitions`: (label, status A, status B, ...)."""
+    from analysis.run_report.suites import NOT_THE_MODEL
 
-    return [f"{t[0]} (ok -> {t[2]})" for t in transitions
-            if t[1] == "ok" and t[2] != "ok" and t[2] not in NOT_ATTEMPTED and t[3] != "beside"]
+    return [f"{t[0]} (ok -> {t[2]})" for t in transitions if t[1] == "ok" and t[2] != "ok" and t[2] not in NOT_THE_MODEL]
 
 
 def run_level_first_call(changes: list[dict], bound: float, quantities: set[str] | None = None) -> list[dict]:

@@ -31,7 +31,7 @@ from analysis.run_report.context import ENV_FIELDS, Chart
 from analysis.stats.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
 from analysis.data.load import DataError, Loaded, Run, sql
 from collector.record import comparable
-from collector.record.contract import shared_gpu_oom
+from collector.record.contract import OOM_SHARED
 
 ALPHA = 0.05
 
@@ -200,7 +200,7 @@ def _pair_rows(pairs: list[dict], calls: dict) -> tuple[list[PairRow], list[tupl
     for p in pairs:
         cid, label = p["cell_id"], cell_label(p)
         if p["status_a"] != p["status_b"]:
-            beside = shared_gpu_oom(p["status_a"], p.get("error_a")) or shared_gpu_oom(p["status_b"], p.get("error_b"))
+            beside = OOM_SHARED in (p["status_a"], p["status_b"])
             transitions.append((label, p["status_a"], p["status_b"],
                                 "beside" if beside else "slower" if p["status_a"] == "ok" else "faster"))
         sc = calls["speedup"].get(cid, empty)

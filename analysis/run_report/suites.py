@@ -28,10 +28,11 @@ import numpy as np
 from analysis.explain import kernels
 from analysis.stats import core as stats
 from analysis.stats.fmt import cell_label
-from collector.record.contract import reduced_layers, shared_gpu_oom, suite_of
+from collector.record.contract import OOM_SHARED, reduced_layers, suite_of
 
 OK = "ok"
-NOT_ATTEMPTED = ("skipped",)
+NOT_ATTEMPTED = ("skipped",)  # a package missing where it ran: the model was not attempted
+NOT_THE_MODEL = (*NOT_ATTEMPTED, OOM_SHARED)  # statuses that say nothing of the model: no status change
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ def _geo(values: list[float]) -> float | None:
 
 def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     """The four figures of one group of cells (numbers; None where nothing was measured)."""
-    beside = sum(shared_gpu_oom(r.get("status"), r.get("error")) for r in rows)
-    attempted = [r for r in rows if r.get("status") not in NOT_ATTEMPTED and not shared_gpu_oom(r.get("status"), r.get("error"))]
+    beside = sum(r.get("status") == OOM_SHARED for r in rows)
+    attempted = [r for r in rows if r.get("status") not in NOT_THE_MODEL]
     ok = [r for r in attempted if r.get("status") == OK and not stats.missing(r.get("speedup"))]
     failed: dict[str, int] = {}
     for r in attempted:
@@ -213,10 +214,8 @@ def status_changes(rows_a: list[dict], rows_b: list[dict]) -> tuple[list[StatusC
     fail, passed = [], []
     for r in rows_b:
         old = a.get(r["cell_id"])
-        if old is None or old.get("status") in NOT_ATTEMPTED or r.get("status") in NOT_ATTEMPTED:
-            continue
-        if shared_gpu_oom(old.get("status"), old.get("error")) or shared_gpu_oom(r.get("status"), r.get("error")):
-            continue  # beside other cells on a shared GPU, not alone: the comparison's status table says so
+        if old is None or old.get("status") in NOT_THE_MODEL or r.get("status") in NOT_THE_MODEL:
+            continue  # not attempted, or not alone: the comparison's status table says so
         if old["status"] == OK and r["status"] != OK:
             fail.append(StatusChange(cell_label(r), old["status"], r["status"], _short(r.get("error"))))
         elif old["status"] != OK and r["status"] == OK:

@@ -1,9 +1,9 @@
 """Cells that ran out of memory beside other cells on a shared GPU (GPUS=0,0,0), measured again alone.
 
 Three cells on one GPU hold three models' memory: a large model (Mistral-7B, gemma-3-4b at batch 8
-on an 80 GB H100, docs/findings-suites.md) can run out of memory there and fit alone. Its row says
-so (cell_measure.SHARED_GPU_OOM; contract.shared_gpu_oom reads it). Once a session's queue is done,
-the local executor measures every such cell again with the GPU to itself, under every interpreter of
+on an 80 GB H100, docs/findings-suites.md) can run out of memory there and fit alone. Its row says so
+(status `oom_shared`, contract.OOM_SHARED; its error cell_measure.SHARED_GPU_OOM). Once a session's queue
+is done, the local executor measures every such cell again with the GPU to itself, under every interpreter of
 the session, so that both sides of a version pair are measured one way, however many of them ran out
 of memory: the rows that replace them record one cell at a time (concurrent_cells), and run.json's
 session names the cells (`measured_alone`). A cell that runs out of memory alone too keeps that row:
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from collector.record.contract import shared_gpu_oom
+from collector.record.contract import OOM_SHARED, shared_status
 
 
 def _saved(path) -> dict | None:
@@ -26,26 +26,38 @@ def _saved(path) -> dict | None:
 def shared_oom(path) -> bool:
     """Whether the saved row at `path` ran out of memory beside another cell on a shared GPU."""
     row = _saved(path)
-    return row is not None and shared_gpu_oom(row["status"], row["error"])
+    return row is not None and shared_status(row["status"], row["error"]) == OOM_SHARED
+
+
+def _shared_or_alone(opened: list) -> tuple[set[str], set[str]]:
+    """(cells some target's saved row says ran out of memory beside another cell, cells an earlier
+    session of some target measured alone). Only `oom` rows are read: a row written before the
+    status OOM_SHARED existed says `oom` and reads as shared by its error (contract.shared_status)."""
+    shared, alone = set(), set()
+    for o in opened:
+        for cell_id, status in o.store.saved().items():
+            if status == OOM_SHARED or (status == "oom" and shared_oom(o.store.cells_dir / f"{cell_id}.parquet")):
+                shared.add(cell_id)
+        alone.update(c for s in o.manifest.get("sessions", [])[:-1] for c in s.get("measured_alone", ()))
+    return shared, alone
 
 
 def again_queue(opened: list) -> list[tuple[int, object]]:
     """(target index, cell) of every cell of the session's matrix that any target's saved row says ran
-    out of memory beside another cell, under every target, and of a cell some targets measured alone
-    and others not (a time budget that ended the alone pass between two targets), under those others;
-    in matrix order, the targets' order alternating from one cell to the next as the session's own
-    queue does."""
+    out of memory beside another cell, under every target, and of a cell an earlier session measured alone
+    under some targets and not others (a time budget that ended the alone pass between two targets), under
+    those others; in matrix order, the targets' order alternating from one cell to the next as the
+    session's own queue does."""
+    shared, alone = _shared_or_alone(opened)
     queue, turn = [], 0
     by_id = [{c.cell_id: c for c in o.target.matrix.cells} for o in opened]
     for cell in opened[0].target.matrix.cells:
+        if cell.cell_id not in shared | alone:
+            continue
         here = [(ti, cells[cell.cell_id]) for ti, cells in enumerate(by_id) if cell.cell_id in cells]
-        rows = {ti: _saved(opened[ti].store.cells_dir / f"{cell.cell_id}.parquet") for ti, _ in here}
-        if any(r and shared_gpu_oom(r["status"], r["error"]) for r in rows.values()):
-            pass  # every target again
-        elif any(r and r["concurrent_cells"] == 1 for r in rows.values()):
+        if cell.cell_id not in shared:  # measured alone before: the targets whose row is not yet alone
+            rows = {ti: _saved(opened[ti].store.cells_dir / f"{cell.cell_id}.parquet") for ti, _ in here}
             here = [(ti, c) for ti, c in here if rows[ti] and (rows[ti]["concurrent_cells"] or 1) > 1]
-        else:
-            here = []
         if not here:
             continue
         queue.extend(here if turn % 2 == 0 else here[::-1])

@@ -23,7 +23,7 @@ from collector.host import autotune, neighbours
 from collector import modes
 
 from collector.record import schema
-from collector.record.contract import SHARED_GPU_OOM_HEAD
+from collector.record.contract import OOM_SHARED, SHARED_GPU_OOM_HEAD
 from collector.record.result import CellResult, ResultError
 from collector.plan.job import Job, Layout
 from collector.host.launch import Launcher
@@ -235,7 +235,7 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         if errors:
             result["process_errors"] = "; ".join(errors)
         if worker.timing_lock and result.get("status") == "oom":  # the other cell on the GPU held memory too
-            result["error"] = (f"{SHARED_GPU_OOM} {result.get('error') or ''}")[:3000]
+            result["status"], result["error"] = OOM_SHARED, (f"{SHARED_GPU_OOM} {result.get('error') or ''}")[:3000]
         if worker.timing_lock and result.get("status") == "timeout" and WAITING_STEP in (result.get("error") or ""):
             result["error"] = (f"{SHARED_GPU_WAIT} {result.get('error')}")[:3000]  # killed in a wait, not its work
     finally:

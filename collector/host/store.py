@@ -162,7 +162,7 @@ def run_lock(run_dir: Path):
 write_json = _write_json  # the one atomic JSON writer of the collector (runner, SLURM, shards)
 
 # saved statuses that RETRY=1 measures again (None: a row without a status)
-RETRYABLE = ("crashed", "timeout", "oom", "runtime_error", "build_error", "compile_error", "export_error", None)
+RETRYABLE = ("crashed", "timeout", "oom", "oom_shared", "runtime_error", "build_error", "compile_error", "export_error", None)
 
 
 def left_to_measure(cells: list, saved: dict, retry_failed: bool = False) -> list:

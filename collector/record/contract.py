@@ -24,14 +24,18 @@ CUDAGRAPH_MODES = tuple(m.name for m in modes.all_specs() if m.cudagraphs)  # mo
 # processes "disagree" when their speedups span more than 5% (max / min - 1)
 DISAGREE = 0.05
 
-# a cell that ran out of memory beside other cells on one GPU (GPUS=0,0,0): its error opens with these words
-# (collector/host/cell_measure.SHARED_GPU_OOM); not the model's need until measured alone (collector/host/alone.py)
+# a cell that ran out of memory beside other cells on one GPU (GPUS=0,0,0): not the model's need until
+# measured alone (collector/host/alone.py). Its row's status is OOM_SHARED and its error opens with
+# SHARED_GPU_OOM_HEAD (collector/host/cell_measure.SHARED_GPU_OOM); rows written before the status
+# existed say `oom` with that error, and read as OOM_SHARED (shared_status; analysis/data/sql/upgrade.sql)
+OOM_SHARED = "oom_shared"
 SHARED_GPU_OOM_HEAD = "out of memory on a GPU shared with another cell"
 
 
-def shared_gpu_oom(status: str | None, error: str | None) -> bool:
-    """Whether a row's failure is running out of memory beside other cells, not the model's own need."""
-    return status == "oom" and (error or "").startswith(SHARED_GPU_OOM_HEAD)
+def shared_status(status: str | None, error: str | None) -> str | None:
+    """A row's status in today's terms: an older row out of memory beside another cell (status `oom`, its
+    error opening with SHARED_GPU_OOM_HEAD) is OOM_SHARED; every other status is itself."""
+    return OOM_SHARED if status == "oom" and (error or "").startswith(SHARED_GPU_OOM_HEAD) else status
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

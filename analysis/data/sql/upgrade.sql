@@ -3,6 +3,9 @@
 -- `cells_raw`, and need no coalesce of their own for these columns.
 CREATE OR REPLACE VIEW cells AS
 SELECT * REPLACE (
+    -- before status oom_shared: `oom` with the shared GPU's words (collector.record.contract.shared_status)
+    CASE WHEN status = 'oom' AND starts_with(coalesce(error, ''), 'out of memory on a GPU shared with another cell')
+         THEN 'oom_shared' ELSE status END AS status,
     coalesce(steps_per_sample, 1) AS steps_per_sample,   -- v1: one step per sample
     coalesce(dynamic, 'auto') AS dynamic,                 -- before v4: torch.compile's default
     coalesce(concurrent_cells, 1) AS concurrent_cells,    -- before v3: one cell at a time
