@@ -155,6 +155,13 @@ def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():
     assert screen.narrow(found, ["x*"]) == []
     with pytest.raises(ValueError, match="at least 1"):
         screen.narrow(found, None, 0)
+    # each model's largest move first, then a second mode of one (ids as contract.cell_id_of spells them)
+    twins = [screen.Moved(f"{m}__infer__amp_bf16__bs8__{mode}__model", m, "compiled step", size)
+             for m, mode, size in (("albert", "default", 0.44), ("albert", "reduce-overhead", 0.43),
+                                   ("ghostnet", "default", 0.18), ("ghostnet", "reduce-overhead", 0.17))]
+    assert [m.label + " " + m.cell_id.split("__")[4] for m in screen.narrow(twins, None, 3)] == [
+        "albert default", "albert reduce-overhead", "ghostnet default"]
+    assert {m.label for m in screen.narrow(twins, None, 2)} == {"albert", "ghostnet"}
 
 
 def test_the_confirmation_preset_holds_exactly_the_moved_cells():

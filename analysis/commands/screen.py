@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.stats.fmt import cell_label
+from analysis.run_report.suites import NOT_THE_MODEL
 
 DEFAULT_THRESHOLD = 0.10  # what it sends to confirmation in an A/A and a planted 5%: docs/suites.md
 AXES = (("models", "model"), ("phases", "phase"), ("dtypes", "dtype"), ("batch_sizes", "batch_size"),
@@ -117,7 +118,8 @@ ROUNDING = 1e-9
 def moved(pairs: list[dict], threshold: float | tuple[float, float] | dict) -> list[Moved]:
     """The cells to confirm: a change beyond the threshold either way (one fraction for both quantities,
     (compiled step, speedup), or such a pair per class of cell as `aa_spread` gives them), or a status
-    change (ok in one screen only)."""
+    change (ok in one screen only; not a cell skipped in either, nor one out of memory beside other cells on
+    a shared GPU, which the screen's own command measures again alone: collector/host/alone.py)."""
     ch = changes(pairs)
 
     def limits_of(p: dict) -> list[float]:
@@ -130,7 +132,7 @@ def moved(pairs: list[dict], threshold: float | tuple[float, float] | dict) -> l
         limits = limits_of(p)
         cid = p["cell_id"]
         sa, sb = p.get("status_a"), p.get("status_b")
-        if "skipped" not in (sa, sb) and (sa == "ok") != (sb == "ok"):
+        if not {sa, sb} & set(NOT_THE_MODEL) and (sa == "ok") != (sb == "ok"):  # skipped, oom_shared: no change
             out.append(Moved(cid, cell_label(p), f"{sa} -> {sb}"))
         elif cid in ch and (ch[cid][0] > limits[0] or ch[cid][1] > limits[1]):
             comp = math.log(p["compiled_b"] / p["compiled_a"])
@@ -143,15 +145,30 @@ def moved(pairs: list[dict], threshold: float | tuple[float, float] | dict) -> l
 
 def narrow(found: list[Moved], patterns: list[str] | None = None, max_cells: int | None = None) -> list[Moved]:
     """The moved cells whose id matches one of `patterns` (fnmatch; all when none), at most `max_cells`
-    of them: status changes first, then the largest moves (ties in the screen's order)."""
+    of them: status changes first, then the largest moves (ties in the screen's order), each model's
+    largest before a second mode of one already kept (a release screen moves a model in both modes
+    alike: twelve cells then confirm twelve models, the regressions beside the larger gains)."""
     if patterns:
         found = [m for m in found if any(fnmatch.fnmatchcase(m.cell_id, pat) for pat in patterns)]
     if max_cells is not None:
         if max_cells < 1:
             raise ValueError(f"--max-cells must be at least 1 (got {max_cells})")
-        keep = {m.cell_id for m in sorted(found, key=lambda m: -m.size)[:max_cells]}
+        ranked = sorted(found, key=lambda m: -m.size)
+        firsts, seen = [], set()
+        for m in ranked:  # the largest move of each cell's twins first: one more model, not the same in another mode
+            if _twins(m.cell_id) not in seen:
+                seen.add(_twins(m.cell_id))
+                firsts.append(m)
+        keep = {m.cell_id for m in [*firsts, *(m for m in ranked if m not in firsts)][:max_cells]}
         found = [m for m in found if m.cell_id in keep]
     return found
+
+
+def _twins(cell_id: str) -> str:
+    """A cell's id without its mode: the same model, phase, dtype, batch and scope in every mode
+    (contract.cell_id_of spells model__phase__dtype__bsN__mode__scope)."""
+    parts = cell_id.split("__")
+    return "__".join(parts[:4] + parts[5:]) if len(parts) >= 6 else cell_id
 
 
 def confirm_preset(manifest: dict, cells: list[dict], processes: int) -> str:
