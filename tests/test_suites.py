@@ -164,6 +164,27 @@ def test_a_confirmation_on_a_budget_keeps_the_matching_cells_that_moved_most():
     assert {m.label for m in screen.narrow(twins, None, 2)} == {"albert", "ghostnet"}
 
 
+def test_a_second_confirmation_leaves_out_the_cells_an_earlier_one_holds(tmp_path, capsys):
+    """`confirm --after RUN` (a screen that grew since its first confirmation): the moved cells that RUN's
+    runs hold are left out and counted; a RUN with no runs is named with the runs there are."""
+    import numpy as np
+    from test_compare import cells, write_run
+
+    rng = np.random.default_rng(3)
+    write_run(tmp_path, "s-a", cells(4), rng, processes=1)
+    write_run(tmp_path, "s-b", cells(4, regress={1, 2}, factor=1.3), rng, processes=1)
+    write_run(tmp_path, "c1-A", {k: v for k, v in cells(4).items() if k.startswith("m01")}, rng)
+    args = ["--data", str(tmp_path), "--baseline", "s-a", "--candidate", "s-b", "--dry-run"]
+    assert screen.main(args) == 0
+    out = capsys.readouterr().out
+    assert "m01 train" in out and "m02 train" in out and "confirmed already" not in out, out
+    assert screen.main([*args, "--after", "c1"]) == 0
+    out = capsys.readouterr().out
+    assert "m02 train" in out and "m01 train" not in out and "(1 moved cell(s) confirmed already in c1)" in out, out
+    assert screen.main([*args, "--after", "c2"]) == 2
+    assert "--after c2: no run c2-<label> in the data folders (like it there: c1)" in capsys.readouterr().err
+
+
 def test_the_confirmation_preset_holds_exactly_the_moved_cells():
     from collector.plan import matrix as mx
     import tempfile

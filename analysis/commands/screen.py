@@ -214,11 +214,26 @@ def parse_args(argv: list[str]):
     p.add_argument("--out", default="data/runs", help="where the confirmation runs are written")
     p.add_argument("--cells", help="only cells whose id matches one of these comma-separated patterns ('hf-*')")
     p.add_argument("--max-cells", type=int, help="at most this many cells: status changes, then the largest moves")
+    p.add_argument("--after", metavar="RUN", help="leave out the cells an earlier confirmation RUN of these screens "
+                   "holds (its runs RUN-<label>): a second confirmation of a screen that grew")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--dry-run", action="store_true", help="list the cells and the command, write and measure nothing")
     how.add_argument("--write-only", action="store_true",
                      help="write the preset and print the command, measure nothing (to run it on another machine)")
     return p.parse_args(argv)
+
+
+def confirmed(runs: dict, run_id: str) -> set[str]:
+    """The cell ids an earlier confirmation `run_id` holds (its runs `<run_id>-<label>`, one per interpreter);
+    ValueError naming the runs there are when it has none."""
+    mine = [r for r in runs.values() if r.run_id.startswith(f"{run_id}-")]
+    if not mine:
+        import difflib
+
+        near = difflib.get_close_matches(run_id, sorted({r.run_id.rsplit("-", 1)[0] for r in runs.values()}), 5, 0.5)
+        raise ValueError(f"--after {run_id}: no run {run_id}-<label> in the data folders"
+                         + (f" (like it there: {', '.join(near)})" if near else ""))
+    return {f.stem for r in mine for f in r.files}
 
 
 def _screens(args):
@@ -306,8 +321,9 @@ def main(argv: list[str]) -> int:
     try:
         runs, screen_pairs, threshold, source = _screens(args)  # the pairs read once: choice, count, preset
         every = moved(screen_pairs, threshold)
-        found = narrow(every, [x.strip() for x in args.cells.split(",") if x.strip()] if args.cells else None,
-                       args.max_cells)
+        done = confirmed(runs, args.after) if args.after else set()
+        found = narrow([m for m in every if m.cell_id not in done],
+                       [x.strip() for x in args.cells.split(",") if x.strip()] if args.cells else None, args.max_cells)
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -317,8 +333,11 @@ def main(argv: list[str]) -> int:
           f"both, beyond {beyond} ({source}), or passing in one screen only")
     for m in found:
         print(f"  {m.label}: {m.why}")
-    if len(found) < len(every):
-        print(f"  ({len(every) - len(found)} moved cell(s) left out by --cells/--max-cells: not confirmed)")
+    again = sum(m.cell_id in done for m in every)
+    if again:
+        print(f"  ({again} moved cell(s) confirmed already in {args.after})")
+    if len(found) < len(every) - again:
+        print(f"  ({len(every) - again - len(found)} moved cell(s) left out by --cells/--max-cells: not confirmed)")
     if not found:
         print("nothing to confirm")
         return 0

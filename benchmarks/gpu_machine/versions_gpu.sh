@@ -134,8 +134,9 @@ label() {  # the collector's own label of an interpreter: torch<version>, '+' as
 # screen_confirm RUN SECONDS N BASE CAND AA LABEL=PY...: PRESET's cells under every LABEL=PY, interleaved,
 # into RUN-LABEL (make collect; PLANT_*, RETRY, CELLS from the environment); once every run holds every
 # cell, `make confirm` of BASE against CAND (with AA=X:Y, each cell judged by its class's A/A spread)
-# writes data/runs/RUNc.toml (CONFIRM_RUN=ID: ID.toml) with the N cells that moved most, and those are collected
-# under the same interpreters with the preset's 3 processes into RUNc-LABEL, in the time left; the same call resumes
+# writes data/runs/RUNc.toml (CONFIRM_RUN=ID: ID.toml; AFTER=RUNc: not the cells RUNc holds) with the N cells
+# that moved most, and those are collected under the same interpreters with the preset's 3 processes into
+# RUNc-LABEL, in the time left; the same call resumes
 screen_confirm() {
   local run=$1 secs=$2 n=$3 base=$4 cand=$5 aa=$6 end=$((SECONDS + $2)) want have left side
   local conf=${CONFIRM_RUN:-${1}c}; shift 6
@@ -149,7 +150,7 @@ screen_confirm() {
   done
   left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; return 0; }
   [ -f data/runs/$conf.toml ] || python3 -m analysis confirm --data data --baseline "$base" --candidate "$cand" \
-    ${aa:+--aa "$aa"} --max-cells "$n" --run $conf --out data/runs --write-only || return
+    ${aa:+--aa "$aa"} ${AFTER:+--after "$AFTER"} --max-cells "$n" --run $conf --out data/runs --write-only || return
   [ -f data/runs/$conf.toml ] || { echo "the screen: nothing moved beyond its threshold; no confirmation"; return 0; }
   make collect PYTHON=python3 PRESET=data/runs/$conf.toml RUN=$conf STOP_AFTER="$left" RETRY="${RETRY:-}" PYTHONS="$pys" \
     PROCESSES= GPUS=  # the preset's 3, whatever the screen took; a cell alone on the GPU, whatever GPUS= the screen took
