@@ -715,3 +715,30 @@ def test_a_planted_compile_beside_other_cells_is_called_for_the_run_not_per_cell
                          capture_output=True, text=True, cwd=ROOT)
     md = (tmp_path / "out" / "compare-tcc-2-s-vs-tcc-2-pc" / "report.md").read_text()
     assert out.returncode == 0 and md.count("per cell not called in 2 (compiled beside the cells sharing its GPU)") == 2
+
+
+@pytest.mark.evidence
+@pytest.mark.slow
+def test_the_h100_confirmation_calls_every_speedup_the_screen_sent_in_its_direction(tmp_path):
+    """docs/findings-suites.md (su-h100c-*, 7 of the 14 cells the release screen sent, 3 processes a cell):
+    every speedup change is called, each up as in the screen; the compiled steps of the two cells with a
+    launch-bound side (T5's eager, GPT-2's compiled) are not called; PLBart and T5 lie in the capture
+    class (Dynamo's breaks gone), the rest on another path; no eager step moves by 2%."""
+    a, b = "su-h100c-torch2.11.0-cu130", "su-h100c-torch2.14.1-cu130"
+    ran = subprocess.run([sys.executable, "-m", "analysis", "--data", str(ROOT / "data" / "examples"), "--baseline", a,
+                          "--candidate", b, "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    est = json.loads((tmp_path / f"compare-{a}-vs-{b}" / "estimates.json").read_text())
+    by = {(c["cell"].split()[0], c["quantity"]): c for c in est["changes"]}
+    models = {m for m, _ in by}
+    assert len(models) == 7 and all(by[(m, "speedup")]["call"] == "improved" for m in models), by
+    assert {m for m in models if by[(m, "compiled")]["call"] != "improved"} == \
+        {"hf:T5ForConditionalGeneration", "hf:GPT2ForSequenceClassification"}
+    assert all(abs(by[(m, "eager")]["ratio"] - 1) < 0.02 for m in models)
+    assert round(100 * (by[("hf:PLBartForConditionalGeneration", "compiled")]["ratio"] - 1), 1) == -43.0
+    classes = {p["cell"].split()[0]: p["graph_class"] for p in est["program"]}
+    assert {m for m, c in classes.items() if c == "capture"} == {"hf:PLBartForConditionalGeneration",
+                                                                 "hf:T5ForConditionalGeneration"}, classes
+    assert set(classes.values()) == {"capture", "other_path"}
+    md = (tmp_path / f"compare-{a}-vs-{b}" / "report.md").read_text()
+    assert "| huggingface | infer | default | 5/5 → 5/5 | 1.63x → 2.44x | +50.1% (higher; 95% CI +29.3% to +74.2%" in md
