@@ -151,3 +151,39 @@ def test_a_suites_screen_may_take_turns_and_its_confirmation_measures_alone(tmp_
     screen, confirm = calls
     assert "RUN=su " in screen and "GPUS_ENV=0,0,0" in screen and " GPUS=" not in screen, screen
     assert "RUN=suc " in confirm and " GPUS=" in confirm.split("ARGS=")[1] + " ", confirm
+
+
+def test_a_confirmation_begun_on_another_machine_resumes_from_its_committed_preset(tmp_path):
+    """versions_gpu.sh suites on a fresh machine: where data/runs lacks the confirmation's preset and
+    benchmarks/gpu_machine/<RUN>c.toml holds it (committed when the confirmation began), the command
+    resumes that preset rather than writing another from the screen (whose cells would differ); with
+    neither, `analysis confirm` writes it, given AFTER= and CONFIRM_RUN= for a second confirmation."""
+    import subprocess
+
+    script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "make").write_text(
+        "#!/bin/bash\necho \"ARGS=$*\" >> calls.txt\n"
+        "case \"$*\" in *RUN=su\\ *) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
+        "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
+        "  *confirm*) echo \"$*\" >> confirm.txt; echo 'cells = [\"new\"]' > data/runs/${CONFIRM_RUN:-suc}.toml;; esac\n")
+    (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
+    for f in ("make", "python3", "newpy"):
+        (bin_dir / f).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NEW": str(bin_dir / "newpy")}
+    committed = tmp_path / "a" / "benchmarks" / "gpu_machine"
+    committed.mkdir(parents=True), (tmp_path / "a" / "data" / "runs").mkdir(parents=True)
+    (committed / "suc.toml").write_text('cells = ["committed"]\n')
+    for work, more in ((tmp_path / "a", {}), (tmp_path / "b", {"CONFIRM_RUN": "suc2", "AFTER": "suc"})):
+        (work / "data" / "runs").mkdir(parents=True, exist_ok=True)
+        ran = subprocess.run(["bash", str(script), "suites", "su", "600"], cwd=work, env={**env, **more},
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    assert (tmp_path / "a" / "data" / "runs" / "suc.toml").read_text() == 'cells = ["committed"]\n'
+    assert not (tmp_path / "a" / "confirm.txt").exists()  # resumed, not chosen again
+    assert "PRESET=data/runs/suc.toml RUN=suc " in (tmp_path / "a" / "calls.txt").read_text()
+    assert "--after suc --max-cells 12 --run suc2" in (tmp_path / "b" / "confirm.txt").read_text()
+    assert "PRESET=data/runs/suc2.toml RUN=suc2 " in (tmp_path / "b" / "calls.txt").read_text()

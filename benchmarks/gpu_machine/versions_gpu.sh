@@ -149,6 +149,8 @@ screen_confirm() {
     [ "$have" -ge "$want" ] || { echo "screen $run-${side%%=*}: $have of $want cells; the confirmation waits"; return 0; }
   done
   left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; return 0; }
+  [ -f data/runs/$conf.toml ] || [ ! -f benchmarks/gpu_machine/$conf.toml ] \
+    || cp benchmarks/gpu_machine/$conf.toml data/runs/  # a confirmation begun elsewhere: its committed preset
   [ -f data/runs/$conf.toml ] || python3 -m analysis confirm --data data --baseline "$base" --candidate "$cand" \
     ${aa:+--aa "$aa"} ${AFTER:+--after "$AFTER"} --max-cells "$n" --run $conf --out data/runs --write-only || return
   [ -f data/runs/$conf.toml ] || { echo "the screen: nothing moved beyond its threshold; no confirmation"; return 0; }
