@@ -63,6 +63,10 @@ def test_every_failed_mode_is_named_and_slower_cells_beyond_eight_are_counted_no
     assert "failed: aot-inductor in 3 of 3 cells (3 crashed), max-autotune in 1 of 2 cells (1 oom)" in v.sentence
     assert "10 cell(s) are slower compiled" in v.sentence and "and 2 more (each marked slower" in v.sentence
     assert len(v.slower) == 10 and v.slower[0].startswith("m9 ")  # slowest first, every one kept
+    # a cell out of memory beside other cells on a shared GPU, or skipped, is not its mode's failure
+    from analysis.run_report.context import failed_modes
+    rows = [{"mode": "default", "status": s} for s in ("ok", "oom_shared", "skipped", "oom", "accuracy_fail")]
+    assert failed_modes(rows) == {"default": {"cells": 5, "failed": 1, "statuses": {"oom": 1}}}
 
 
 def test_the_summary_pastes_standalone_with_its_failures(fixture_copy, tmp_path):

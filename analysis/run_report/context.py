@@ -180,13 +180,15 @@ def _device(run: Run, all_rows: list[dict]) -> tuple[str, str]:
     return line, description
 
 
-def _failed_modes(all_rows: list[dict]) -> dict[str, dict]:
-    """mode -> cells, failed, {status: n}: the verdict names failing modes."""
+def failed_modes(all_rows: list[dict]) -> dict[str, dict]:
+    """mode -> cells, failed, {status: n}: the verdict names failing modes. A cell skipped, or out of
+    memory beside other cells on a shared GPU (measured alone by the same command), is not the mode's
+    failure (suites.NOT_THE_MODEL); the run's failure list names it."""
     out: dict[str, dict] = {}
     for r in all_rows:
         m = out.setdefault(r["mode"], {"cells": 0, "failed": 0, "statuses": {}})
         m["cells"] += 1
-        if r["status"] not in ("ok", "accuracy_fail", "skipped"):
+        if r["status"] not in ("ok", "accuracy_fail", *suites.NOT_THE_MODEL):
             m["failed"] += 1
             m["statuses"][r["status"]] = m["statuses"].get(r["status"], 0) + 1
     return out
@@ -219,7 +221,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
     device_line, description = _device(run, all_rows)
     answer = verdict_mod.build(speed, reps_by_cell, {r["cell_id"]: r["breakeven_cold_steps"] for r in comp},
                                failures, noise, min_effect, provenance.several_machines(run, all_rows),
-                               len(loaded.skipped_in(run)), _failed_modes(all_rows))
+                               len(loaded.skipped_in(run)), failed_modes(all_rows))
     answer.caveats += bad_samples.flagged_caveat(loaded.flagged_in(run))
     answer.suites = suites.run_rows(all_rows, reps_by_cell) if suites.has_suites(all_rows) else []
     amort = sorted((r for r in comp if r["status"] == "ok" and r["eager_median_ms"] and r["compiled_median_ms"]
