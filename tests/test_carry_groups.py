@@ -121,6 +121,22 @@ def test_carry_runs_takes_a_pass_committed_under_data_examples_and_keeps_what_da
     assert bad.returncode == 2 and "no run 'su-y-*' in data/examples or data/runs" in bad.stderr, bad
 
 
+def _suites_stand_ins(bin_dir: Path) -> None:
+    """Stand-ins for versions_gpu.sh suites: `make` records its arguments and GPUS, and a screen's writes one
+    cell under each interpreter's run; `python3` answers the label, the matrix's size, and `analysis confirm`
+    (its arguments in confirm.txt) writes the confirmation's preset; `newpy` is the other interpreter."""
+    (bin_dir / "make").write_text(
+        "#!/bin/bash\necho \"GPUS_ENV=${GPUS:-} ARGS=$*\" >> calls.txt\n"
+        "case \"$*\" in *RUN=su\\ *) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
+        "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
+        "  *confirm*) echo \"$*\" >> confirm.txt; echo 'cells = [\"new\"]' > data/runs/${CONFIRM_RUN:-suc}.toml;; esac\n")
+    (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
+    for f in ("make", "python3", "newpy"):
+        (bin_dir / f).chmod(0o755)
+
+
 def test_a_suites_screen_may_take_turns_and_its_confirmation_measures_alone(tmp_path):
     """versions_gpu.sh suites, the real script with stand-in `make` and interpreters: the screen's
     `make collect` reads GPUS=0,0,0 from the environment; the confirmation's is given `GPUS=` (a cell
@@ -130,18 +146,7 @@ def test_a_suites_screen_may_take_turns_and_its_confirmation_measures_alone(tmp_
     script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
     bin_dir, work = tmp_path / "bin", tmp_path / "work"
     bin_dir.mkdir(), (work / "data" / "runs").mkdir(parents=True)
-    # make: record its arguments and GPUS; a screen writes one cell under each interpreter's run
-    (bin_dir / "make").write_text(
-        "#!/bin/bash\necho \"GPUS_ENV=${GPUS:-} ARGS=$*\" >> calls.txt\n"
-        "case \"$*\" in *RUN=su*) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
-        "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
-    # python3 / new: the label, the matrix's size, and `analysis confirm` writing the confirmation preset
-    (bin_dir / "python3").write_text(
-        "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
-        "  *confirm*) echo 'cells = []' > data/runs/suc.toml;; esac\n")
-    (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
-    for f in ("make", "python3", "newpy"):
-        (bin_dir / f).chmod(0o755)
+    _suites_stand_ins(bin_dir)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUS": "0,0,0", "NEW": str(bin_dir / "newpy")}
     ran = subprocess.run(["bash", str(script), "suites", "su", "600"], cwd=work, env=env, capture_output=True,
                          text=True, timeout=60)
@@ -163,16 +168,7 @@ def test_a_confirmation_begun_on_another_machine_resumes_from_its_committed_pres
     script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "make").write_text(
-        "#!/bin/bash\necho \"ARGS=$*\" >> calls.txt\n"
-        "case \"$*\" in *RUN=su\\ *) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
-        "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
-    (bin_dir / "python3").write_text(
-        "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
-        "  *confirm*) echo \"$*\" >> confirm.txt; echo 'cells = [\"new\"]' > data/runs/${CONFIRM_RUN:-suc}.toml;; esac\n")
-    (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
-    for f in ("make", "python3", "newpy"):
-        (bin_dir / f).chmod(0o755)
+    _suites_stand_ins(bin_dir)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NEW": str(bin_dir / "newpy")}
     committed = tmp_path / "a" / "benchmarks" / "gpu_machine"
     committed.mkdir(parents=True), (tmp_path / "a" / "data" / "runs").mkdir(parents=True)
