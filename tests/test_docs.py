@@ -44,14 +44,17 @@ def test_the_readme_comparison_verdict_is_the_published_comparisons_summary():
 
 
 @pytest.mark.evidence
-def test_the_readme_suite_table_is_the_published_suite_comparisons():
-    """The version section leads with the suite table of the published suite comparison, as rendered."""
+def test_the_readme_suite_table_is_the_published_suite_confirmations():
+    """The version section leads with the suite table of the published suite confirmation, as rendered:
+    calls made with 3 processes a cell, not a screen's estimates."""
     readme = (ROOT / "README.md").read_text().split("## Comparing two PyTorch versions")[1].split("\n## ")[0]
     quoted = [line[2:] for line in readme.splitlines() if line.startswith("> |")]
-    summary = (ROOT / "docs" / "examples" / "compare-su-h200-torch2.11.0-cu130-vs-su-h200-torch2.14.1-cu130"
+    summary = (ROOT / "docs" / "examples" / "compare-su-h100c-torch2.11.0-cu130-vs-su-h100c-torch2.14.1-cu130"
                / "summary.md").read_text()
     table = [line for line in summary.split("**Per suite.**")[1].split("\n\n")[1].splitlines() if line.startswith("|")]
     assert quoted and quoted == table
+    assert not any("a screen" in line for line in quoted)  # a screen's row reads "a screen: not called"
+    assert any("(higher;" in line or "(lower;" in line for line in quoted)
     assert readme.index("> |") < readme.index("> - ")  # the suites first, then the built-in models' verdict
 
 
