@@ -88,6 +88,23 @@ def test_suite_speedup_change_is_the_t_interval_over_models_ok_in_both():
     assert row.css == "unclear" and "a screen: not called" in row.change and row.numbers["speedup_change_lo"] > 1
 
 
+def test_a_row_over_two_models_calls_nothing_and_counts_the_cells_whose_own_change_is_called():
+    """The per-suite row's change is a t interval over models, so over 2 models it calls nothing; the
+    cells' own calls (from the comparison) are counted beside it, each way, over the cells ok in both.
+    A cell failing in one run is not counted; in a screen no cell is called."""
+    a = [_row("timm:up", speedup=2.0), _row("timm:down", speedup=2.0), _row("timm:gone", speedup=2.0)]
+    b = [_row("timm:up", speedup=3.0), _row("timm:down", speedup=1.6), _row("timm:gone", status="crashed")]
+    calls = {"timm:up__infer__default": "improved", "timm:down__infer__default": "regressed",
+             "timm:gone__infer__default": "regressed"}
+    (row,) = suites.compare_rows(a, b, calls=calls)
+    assert "not called" in row.change and row.cells_called == "1 higher, 1 lower of 2"
+    assert (row.numbers["cells_higher"], row.numbers["cells_lower"]) == (1, 1)
+    (row,) = suites.compare_rows(a, b)  # no calls given (a run report): no column figure
+    assert row.cells_called == "-" and "cells_higher" not in row.numbers
+    (row,) = suites.compare_rows(a, [r | {"processes": 1} for r in b], calls=calls)
+    assert row.cells_called == "a screen: none called"
+
+
 def _pair(cid, ca, cb, sa, sb, status_a="ok", status_b="ok"):
     return {"cell_id": cid, "model": cid, "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": "default",
             "compile_scope": "model", "status_a": status_a, "status_b": status_b,

@@ -746,6 +746,10 @@ def test_the_h100_confirmation_calls_every_speedup_the_screen_sent_in_its_direct
     assert {m for m, c in classes.items() if c == "same_graph"} == {m for m in models if m.startswith("timm:")}
     md = (tmp_path / f"compare-{a}-vs-{b}" / "report.md").read_text()
     assert "| huggingface | infer | default | 7/7 → 7/7 | 1.69x → 2.59x | +54.0% (higher; 95% CI +37.9% to +72.0%" in md
+    rows = {tuple(x.split(" | ")[:3]): x.split(" | ")[-1] for x in md.split("**Per suite.**")[1].splitlines()
+            if x.startswith("| timm") or x.startswith("| huggingface")}
+    assert rows[("| huggingface", "infer", "default")] == "7 higher, 0 lower of 7 |"  # the cells' own calls
+    assert rows[("| timm", "train", "default")] == "1 higher, 1 lower of 2 |"  # DeiT-Tiny up, mobilenetv3 down
     both = subprocess.run([sys.executable, str(BENCH / "screen_confirmed.py"), "su-h100-torch2.11.0-cu130",
                            "su-h100-torch2.14.1-cu130", a, b], capture_output=True, text=True, cwd=ROOT)
     assert both.returncode == 0, both.stderr[-2000:]

@@ -307,14 +307,15 @@ def _repeats(loaded: Loaded, a: Run, b: Run, pe, repeat_runs: list[tuple[Run, Ru
     return pairs, rows, [repeats.verdict_line(rows, len(every))], caveat
 
 
-def _suites(con, a: Run, b: Run, min_effect: float) -> tuple[list, list, list]:
-    """Per suite (real-model runs): the suite table, cells newly failing and newly passing."""
+def _suites(con, a: Run, b: Run, min_effect: float, calls: dict[str, str]) -> tuple[list, list, list]:
+    """Per suite (real-model runs): the suite table (with how many cells' speedup `calls` are called),
+    cells newly failing and newly passing."""
     rows_a, rows_b = (run_tables.records(con, "cells_of_run", r.run_id) for r in (a, b))
     both = {r["cell_id"] for r in rows_a} & {r["cell_id"] for r in rows_b}  # a run cut short is not a failure
     rows_a, rows_b = ([r for r in rows if r["cell_id"] in both] for rows in (rows_a, rows_b))
     if not (suites.has_suites(rows_a) or suites.has_suites(rows_b)):
         return [], [], []
-    return (suites.compare_rows(rows_a, rows_b, min_effect), *suites.status_changes(rows_a, rows_b))
+    return (suites.compare_rows(rows_a, rows_b, min_effect, calls), *suites.status_changes(rows_a, rows_b))
 
 
 CSS = {est.IMPROVED: "faster", est.REGRESSED: "slower"}
@@ -364,7 +365,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
     unpaired, one_run = _unpaired(con, a, b)
     rep_pairs, rep_rows, rep_verdict, rep_caveat = _repeats(loaded, a, b, pe, repeat_runs, reps, min_effect, history)
-    suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect)
+    suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect,
+                                                       {cid: c.call for cid, c in calls["speedup"].items()})
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
     regressions, improvements = _called(pairs, ests, labels)
     prog_rows = program.pair_rows(pairs, cell_label)

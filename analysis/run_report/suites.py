@@ -27,6 +27,7 @@ import numpy as np
 
 from analysis.explain import kernels
 from analysis.stats import core as stats
+from analysis.stats.estimates import IMPROVED, REGRESSED
 from analysis.stats.fmt import cell_label
 from collector.record.contract import OOM_SHARED, reduced_layers, suite_of
 
@@ -71,6 +72,7 @@ class SuiteChange:
     numbers: dict = field(default_factory=dict, compare=False)
     launch_bound: str = "-"  # "5/7 → 4/7" cells with a launch-bound side
     reduced: tuple = ()  # models either run ran with fewer layers than published
+    cells_called: str = "-"  # "12 higher, 2 lower of 14": the cells whose own speedup change is called
 
 
 @dataclass(frozen=True)
@@ -228,22 +230,36 @@ def _passed(f: dict) -> str:
     return f"{f['passed']}/{f['attempted']}" + (f" (+{f['beside']} out of memory beside others)" if f["beside"] else "")
 
 
-def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = stats.MIN_EFFECT) -> list[SuiteChange]:
-    """Each suite, phase and mode present in both runs: the four figures A -> B and the speedup change."""
+def _cells_called(cell_ids: list[str], calls: dict[str, str] | None, screen: bool) -> tuple[str, dict]:
+    """How many of a group's paired cells have their own speedup change called, each way (`calls`: cell id
+    to its speedup call, from the comparison): a row over two models calls nothing, its cells may."""
+    if calls is None:
+        return "-", {}
+    up, down = (sum(calls.get(c) == word for c in cell_ids) for word in (IMPROVED, REGRESSED))
+    text = "a screen: none called" if screen else f"{up} higher, {down} lower of {len(cell_ids)}"
+    return text, {"cells_higher": up, "cells_lower": down}
+
+
+def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = stats.MIN_EFFECT,
+                 calls: dict[str, str] | None = None) -> list[SuiteChange]:
+    """Each suite, phase and mode present in both runs: the four figures A -> B, the speedup change and,
+    given the cells' speedup `calls`, how many cells' own changes are called."""
     ga, gb = _groups(rows_a), _groups(rows_b)
     out = []
     for key in [k for k in ga if k in gb]:
         fa, fb = figures(ga[key]), figures(gb[key])
         sa = {r["cell_id"]: r["speedup"] for r in ga[key] if r.get("status") == OK and _finite([r.get("speedup")])}
-        logs = np.array([math.log(r["speedup"] / sa[r["cell_id"]]) for r in gb[key]
-                         if r.get("status") == OK and r["cell_id"] in sa and _finite([r.get("speedup")])])
+        paired = [r for r in gb[key] if r.get("status") == OK and r["cell_id"] in sa and _finite([r.get("speedup")])]
+        logs = np.array([math.log(r["speedup"] / sa[r["cell_id"]]) for r in paired])
+        screen = min(int(r.get("processes") or 1) for r in ga[key] + gb[key]) < 2
+        called, counts = _cells_called([r["cell_id"] for r in paired], calls, screen)
         change, css, lo, hi, point = f"- ({len(logs)} model(s) ok in both)", "unclear", None, None, None
         if len(logs) >= 2:
             point = math.exp(float(logs.mean()))
             lo, hi = stats.exact_t_interval(logs)
             css = {"faster": "faster", "slower": "slower"}.get(stats.verdict(lo, hi, point, min_effect), "unclear")
             word = {"faster": "higher", "slower": "lower"}.get(css, "not called")
-            if min(int(r.get("processes") or 1) for r in ga[key] + gb[key]) < 2:
+            if screen:
                 css, word = "unclear", "a screen: not called, confirm it"  # one process a cell chooses, never calls
             change = (f"{100 * (point - 1):+.1f}% ({word}; 95% CI {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%, "
                       f"{len(logs)} models)")
@@ -254,7 +270,8 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], min_effect: float = sta
             f"{_min(fa['cold_compile_total_s'])} → {_min(fb['cold_compile_total_s'])}",
             f"{_x(fa['memory_ratio'])} → {_x(fb['memory_ratio'])}", css,
             {"suite": key[0], "phase": key[1], "mode": key[2], "a": fa, "b": fb, "paired_models": len(logs),
-             "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css},
+             "speedup_change": point, "speedup_change_lo": lo, "speedup_change_hi": hi, "call": css, **counts},
             f"{fa['launch_bound']}/{fa['passed']} → {fb['launch_bound']}/{fb['passed']}"
-            if fa["device_cuda"] or fb["device_cuda"] else "-", tuple(sorted(set(fa["reduced"]) | set(fb["reduced"])))))
+            if fa["device_cuda"] or fb["device_cuda"] else "-", tuple(sorted(set(fa["reduced"]) | set(fb["reduced"]))),
+            called))
     return out
