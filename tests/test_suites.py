@@ -1,4 +1,5 @@
 """Suite-level figures (analysis/run_report/suites.py) and the screen's choice of cells to confirm (analysis/commands/screen.py)."""
+import json
 import math
 
 import pytest
@@ -311,10 +312,11 @@ def test_a_model_run_with_fewer_layers_than_published_is_named_under_the_suite_t
 
 @pytest.mark.slow  # reads the committed evidence runs: the full suite, not test-fast
 @pytest.mark.evidence
-def test_the_real_model_confirmation_calls_no_aa_and_every_plant():
+def test_the_real_model_confirmation_calls_no_aa_and_every_plant(tmp_path):
     """The H100 confirmation of the suite screen's moved cells (data/examples/rs-h100c-*, 9 real models,
     3 processes a side, docs/validation.md): the gate passes the A/A and fails the planted 5% at 2%, and
-    every planted cell's compiled step is called while no A/A quantity is."""
+    every planted cell's compiled step is called while no A/A quantity is; the per-suite rows count no cell's
+    speedup called in the A/A and every cell's down under the plant."""
     import subprocess
     import sys
 
@@ -330,6 +332,12 @@ def test_the_real_model_confirmation_calls_no_aa_and_every_plant():
     planted = next(line for line in out.splitlines() if line.startswith("confirmation planted"))
     assert "9 cells timed in several processes" in aa and aa.count(": 0 called of 9") == 6, aa
     assert "compiled: 9 called of 9" in planted and "eager: 0 called of 9" in planted, planted
+    for cand, down in (("rs-h100c-b", 0), ("rs-h100c-p5", 1)):  # the per-suite rows count the cells' calls
+        assert analysis_main(["--data", str(ROOT / "data" / "examples"), "--allow-mismatch", "--baseline", "rs-h100c-a",
+                              "--candidate", cand, "--out", str(tmp_path)]) == 0
+        rows = json.loads((tmp_path / f"compare-rs-h100c-a-vs-{cand}" / "estimates.json").read_text())["suites"]
+        assert sum(r["paired_models"] for r in rows) == 9, rows
+        assert all((r["cells_higher"], r["cells_lower"]) == (0, down * r["paired_models"]) for r in rows), rows
 
 
 def test_an_aa_pair_measured_unlike_the_screens_is_named_before_it_chooses():
