@@ -106,6 +106,18 @@ def test_a_row_over_two_models_calls_nothing_and_counts_the_cells_whose_own_chan
     assert row.cells_called == "a screen: none called"
 
 
+def test_a_confirmation_says_its_per_suite_figures_are_over_the_cells_a_screen_chose():
+    """A confirmation's cells are a screen's largest moves: its per-suite rows are not the suite's. The
+    caveat keys on the description `confirm` writes into the preset, not on the run's name."""
+    from analysis.commands.screen import confirm_preset
+
+    preset = confirm_preset({"protocol": {"processes": 1}}, [{"model": "timm:m", "phase": "infer"}], 3)
+    description = next(line for line in preset.splitlines() if line.startswith("description = "))
+    written = json.loads(description.split(" = ", 1)[1])
+    assert suites.chosen_caveat([None, written]) and "chosen for their large moves" in suites.chosen_caveat([written])[0]
+    assert suites.chosen_caveat(["the suites preset", None]) == [] and suites.chosen_caveat([]) == []
+
+
 def _pair(cid, ca, cb, sa, sb, status_a="ok", status_b="ok"):
     return {"cell_id": cid, "model": cid, "phase": "infer", "dtype": "float32", "batch_size": 8, "mode": "default",
             "compile_scope": "model", "status_a": status_a, "status_b": status_b,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.stats.fmt import cell_label
-from analysis.run_report.suites import NOT_THE_MODEL
+from analysis.run_report.suites import CONFIRMATION, NOT_THE_MODEL
 
 DEFAULT_THRESHOLD = 0.10  # what it sends to confirmation in an A/A and a planted 5%: docs/suites.md
 AXES = (("models", "model"), ("phases", "phase"), ("dtypes", "dtype"), ("batch_sizes", "batch_size"),
@@ -178,7 +178,7 @@ def confirm_preset(manifest: dict, cells: list[dict], processes: int) -> str:
     proto["processes"] = processes
     for k in ("plant_slowdown_pct", "plant_compile_ms"):
         proto.pop(k, None)  # given on the command line, for the candidate only
-    lines = [f"description = {json.dumps('confirmation of ' + str(len(cells)) + ' screened cells')}",
+    lines = [f"description = {json.dumps(CONFIRMATION.format(len(cells)))}",
              f"device = {json.dumps(manifest.get('device') or 'auto')}"]
     lines += [f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}" for k, v in sorted(proto.items())]
     first, rest = cells[0], cells[1:]

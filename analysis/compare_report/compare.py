@@ -353,8 +353,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     covered = _coverage(loaded, a, pairs, pe.samples[0]["has_compiled"], reps)
     calls = {q: {cid: Change.of(e) for cid, e in by.items()} for q, by in ests.items()}
     rows, transitions = _pair_rows(pairs, calls)
-    groups = compare_groups.group_changes(pairs, fam, {cid: c.call for cid, c in calls["speedup"].items()},
-                                          pe.callable_ids)
+    speedup_calls = {cid: c.call for cid, c in calls["speedup"].items()}
+    groups = compare_groups.group_changes(pairs, fam, speedup_calls, pe.callable_ids)
     headline = compare_groups.headline(groups, a.run_id, b.run_id, min_effect)
     headline.append(_count_line(rows, len(fam["speedup"]), min_effect))
     trend_ids = [r.run_id for r in trend_runs]
@@ -365,8 +365,8 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
     unpaired, one_run = _unpaired(con, a, b)
     rep_pairs, rep_rows, rep_verdict, rep_caveat = _repeats(loaded, a, b, pe, repeat_runs, reps, min_effect, history)
-    suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect,
-                                                       {cid: c.call for cid, c in calls["speedup"].items()})
+    suite_rows, newly_failing, newly_passing = _suites(con, a, b, min_effect, speedup_calls)
+    caveats += suites.chosen_caveat([r.manifest.get("description") for r in (a, b)]) if suite_rows else []
     diag_rows, diag_known = changes.diagnostic_changes(pairs)
     regressions, improvements = _called(pairs, ests, labels)
     prog_rows = program.pair_rows(pairs, cell_label)
@@ -380,8 +380,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
         generated_at=now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         mismatch=mismatch, headline=_confounders(a, b) + headline, summary=_summary(groups), transitions=transitions,
         regressions=regressions, improvements=improvements, pairs=rows,
-        unpaired=unpaired,
-        min_effect=f"{min_effect * 100:g}%",
+        unpaired=unpaired, min_effect=f"{min_effect * 100:g}%",
         uncertainty_lines=uncertainty.lines(pairs, pe.processes, pe.callable_ids, a.run_id, b.run_id, min_effect, ests) + ([
             f"{a.run_id}'s 95% speedup interval holds {b.run_id}'s speedup in {sum(covered)} of {len(covered)} "
             "paired cells. For an A/A (the same thing measured twice) a calibrated interval does so in about 91% "

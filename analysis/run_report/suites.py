@@ -34,6 +34,18 @@ from collector.record.contract import OOM_SHARED, reduced_layers, suite_of
 OK = "ok"
 NOT_ATTEMPTED = ("skipped",)  # a package missing where it ran: the model was not attempted
 NOT_THE_MODEL = (*NOT_ATTEMPTED, OOM_SHARED)  # statuses that say nothing of the model: no status change
+CONFIRMATION = "confirmation of {} screened cells"  # the description `confirm` gives its preset (commands/screen.py)
+
+
+def chosen_caveat(descriptions: list[str | None]) -> list[str]:
+    """Where a run of the pair is a confirmation (its description is CONFIRMATION's): its cells are those
+    a screen moved most, so a per-suite figure over them is theirs, not the suite's."""
+    head, tail = CONFIRMATION.split("{}")
+    if not any(d and d.startswith(head) and d.endswith(tail) for d in descriptions):
+        return []
+    return ["These runs confirm the cells a screen chose because they moved most: a per-suite figure here is over "
+            "those cells, chosen for their large moves, not over the suite's models; the screen's per-suite rows "
+            "describe the suite."]
 
 
 @dataclass(frozen=True)
