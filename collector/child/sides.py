@@ -203,12 +203,14 @@ def _capture(torch, out, module, phase):
     return outs, grads
 
 
-def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase):
-    """Outputs (and gradients) of one step of a float64 copy of the model, without autocast."""
+def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase, wide: str = "float64"):
+    """Outputs (and gradients) of one step of a `wide` (float64, or float32 where that does not fit)
+    copy of the model, without autocast."""
     import copy
 
-    ref = copy.deepcopy(module).double()
-    x = [t.double() if i in float_inputs else t for i, t in enumerate(inputs)]
+    dtype = getattr(torch, wide)
+    ref = copy.deepcopy(module).to(dtype)
+    x = [t.to(dtype) if i in float_inputs else t for i, t in enumerate(inputs)]
     try:
         if phase == "infer":
             with torch.no_grad():

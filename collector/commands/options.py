@@ -133,7 +133,7 @@ RUN = (
            "this collector may use, back to the worker's share after; docs/scale-out.md)",
            choices=("worker", "all"), default="worker", executors=LOCAL),
     Option("--retry-failed", "retry_failed", "RETRY", "measure again the cells of this run whose saved row failed "
-           "(crash, timeout, error)", "switch", default=False),
+           "(crash, timeout, error, out of memory, an accuracy failure judged against eager)", "switch", default=False),
     Option("--stop-after", "stop_after", "STOP_AFTER", "wall-clock budget: start no new cell after this many "
            "seconds, nor one that the cells timed so far say would end past it (a command's first cell always "
            "starts; cells in flight finish); the same command resumes the rest", seconds, metavar="SECONDS",

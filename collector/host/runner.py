@@ -347,7 +347,8 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
     cell by cell, their order alternating (`interleave`), so drift and the machine fall on every
     version alike. `workers` (plan_workers) run cells concurrently, one per GPU; each gets its own
     launcher from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row
-    failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error), replacing it.
+    failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error, an accuracy failure
+    judged against eager), replacing it.
     KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
     every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
     passed no new cell starts (the cells in flight finish), nor, after the session's first, one

@@ -161,8 +161,25 @@ def run_lock(run_dir: Path):
 
 write_json = _write_json  # the one atomic JSON writer of the collector (runner, SLURM, shards)
 
+# an accuracy failure judged against eager, no float64 (or float32) copy having run (RunStore.saved says
+# so): not a verdict on the compile where eager's own error is large (GPT-Neo bf16: 0.357 against float64)
+FAIL_AGAINST_EAGER = "accuracy_fail (against eager)"
 # saved statuses that RETRY=1 measures again (None: a row without a status)
-RETRYABLE = ("crashed", "timeout", "oom", "oom_shared", "runtime_error", "build_error", "compile_error", "export_error", None)
+RETRYABLE = ("crashed", "timeout", "oom", "oom_shared", "runtime_error", "build_error", "compile_error", "export_error",
+             FAIL_AGAINST_EAGER, None)
+
+
+def _status(path: Path, status: str | None) -> str | None:
+    """A saved row's status, FAIL_AGAINST_EAGER for an accuracy failure whose reference was eager."""
+    if status != "accuracy_fail":
+        return status
+    import pyarrow.parquet as pq
+
+    try:
+        ref = pq.read_table(path, columns=["accuracy_reference"]).column(0)[0].as_py()
+    except Exception:  # noqa: BLE001 - an older row without the column keeps its status
+        return status
+    return FAIL_AGAINST_EAGER if ref == "eager" else status
 
 
 def left_to_measure(cells: list, saved: dict, retry_failed: bool = False) -> list:
@@ -211,7 +228,7 @@ class RunStore:
         for path in sorted(self.cells_dir.glob("*.parquet")):
             saved = cellfile.inspect(path)
             if saved.ok:
-                good[path.stem] = saved.status
+                good[path.stem] = _status(path, saved.status)
                 continue
             aside = path.with_name(path.name + ".invalid")
             os.replace(path, aside)
@@ -273,12 +290,13 @@ class RunStore:
         return path
 
     def saved(self) -> dict[str, str | None]:
-        """cell id -> status of every readable saved row (a broken file is left out: not done)."""
+        """cell id -> status of every readable saved row (a broken file is left out: not done); an
+        accuracy failure judged against eager is FAIL_AGAINST_EAGER."""
         out = {}
         for path in sorted(self.cells_dir.glob("*.parquet")) if self.cells_dir.exists() else []:
             saved = cellfile.inspect(path)
             if saved.ok:
-                out[path.stem] = saved.status
+                out[path.stem] = _status(path, saved.status)
         return out
 
     def cell_walls(self) -> list[float]:

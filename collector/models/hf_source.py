@@ -72,6 +72,14 @@ def make_config(cls, opts: dict, name: str | None = None):
     name = cls.__name__
     if name.endswith("ForCausalLM") and getattr(config, "is_decoder", True) is False and "is_decoder" not in opts:
         config.is_decoder = True  # an encoder family's causal-LM head (Electra, Bert, Roberta) asks for it
+    if name.endswith("ForCausalLM") and isinstance(getattr(config, "decoder_layers", None), int):
+        # an encoder-decoder family's decoder alone (Bart, Blenderbot, Pegasus, ...): transformers sizes
+        # its key/value cache by num_hidden_layers, there the encoder's count (Blenderbot: 2 encoder, 24
+        # decoder layers), and the inference forward fails past it (IndexError in cache_utils). The
+        # decoder is the whole model: its count is decoder_layers, or num_hidden_layers where only that
+        # option is given (a reduced model), and both fields carry it
+        config.decoder_layers = config.num_hidden_layers = int(
+            opts.get("decoder_layers", opts.get("num_hidden_layers", config.decoder_layers)))
     if name.endswith("ForSequenceClassification") and getattr(config, "pad_token_id", 0) is None:
         config.pad_token_id = 0  # GPT-2 and its kin refuse a batch of more than one without it
     return config
