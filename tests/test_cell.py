@@ -161,6 +161,20 @@ def test_a_float64_reference_that_fails_falls_back_to_float32_in_a_reduced_preci
     asked.clear()
     fp32 = cell.run_cell(_spec(TINY["mlp"]))
     assert asked == ["float64"] and fp32["accuracy_reference"] == "eager" and fp32["eager_output_rel_err"] is None
+    # the float32 copy runs its matmuls in full float32 (TF32 off while it runs, restored after)
+    seen, before = [], torch.backends.cuda.matmul.allow_tf32
+
+    class Probe(torch.nn.Linear):
+        def forward(self, x):
+            seen.append(torch.backends.cuda.matmul.allow_tf32)
+            return super().forward(x)
+
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        (out,), _ = real(torch, Probe(3, 2), [torch.randn(4, 3)], None, None, {0}, "infer", "float32")
+        assert out.dtype == torch.float32 and seen == [False] and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def test_out_of_memory_is_classified():

@@ -205,12 +205,14 @@ def _capture(torch, out, module, phase):
 
 def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase, wide: str = "float64"):
     """Outputs (and gradients) of one step of a `wide` (float64, or float32 where that does not fit)
-    copy of the model, without autocast."""
+    copy of the model, without autocast, and without TF32 (a float32 copy's matmuls in full float32)."""
     import copy
 
     dtype = getattr(torch, wide)
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     ref = copy.deepcopy(module).to(dtype)
     x = [t.to(dtype) if i in float_inputs else t for i, t in enumerate(inputs)]
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         if phase == "infer":
             with torch.no_grad():
@@ -220,5 +222,6 @@ def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase, wi
         return _capture(torch, loss.detach(), ref, phase)
     finally:
         del ref
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
