@@ -554,23 +554,6 @@ def test_progress_expects_the_next_cell_from_the_cells_most_like_it_with_its_int
     assert p.expected(2) == pytest.approx(32.0)
 
 
-def test_the_budget_expects_a_model_not_timed_anywhere_at_the_slow_end_of_the_cells_timed():
-    """Near a time budget's end a model with no cell timed counts as the 90th percentile of the cells
-    timed, not their mean (GPT-Neo at batch 32 took 150 s in a pass of 47 s at the median and was killed
-    in flight at an H100 command's limit); a model timed counts as itself, and the time-left estimate
-    keeps the mean."""
-    from collector.host.progress import Progress
-
-    plan = [(0, f"m{i}", "infer", "default") for i in range(10)] + [(0, "new", "infer", "default"),
-                                                                     (0, "m0", "infer", "default")]
-    p = Progress(12, out=io.StringIO(), plan=plan, load=quiet_host)
-    for i, secs in enumerate([10.0] * 8 + [100.0, 100.0], 1):
-        p.done({"status": "ok"}, secs, k=i)
-    assert p.expected(11) == pytest.approx(100.0)  # the mean is 28 s
-    assert p.expected(12) == pytest.approx(10.0)
-    assert p.estimate_left(11) == pytest.approx(28.0 + 10.0)
-
-
 def test_stop_after_budget_starts_no_cell_it_cannot_finish_and_the_same_command_resumes(tmp_path, capsys):
     """Cells of 20 s (a cold and a warm process of 10 s on the fake clock). A budget of 25 s: the first
     cell starts, the next is not started with 5 s left, since the cells so far say it takes 20 s (a

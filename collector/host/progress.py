@@ -280,16 +280,12 @@ class Progress:
 
     def expected(self, k: int) -> float | None:
         """Seconds queue position k's cell should take at the load now, as estimate_left counts it (an
-        interpreter's first cell with its start), but a model with no cell timed anywhere as the 90th
-        percentile of the cells timed, not their mean: the time budget's last cells must fit (GPT-Neo at
-        bs32, 150 s in a pass of 47 s at the median, was killed at an H100 command's limit); None with
-        nothing to go on."""
+        interpreter's first cell with its start); None with nothing to go on."""
         every = [x for v in self.prior.values() for x in v]
         if not self.plan or not (self.quiet or every):
             return statistics.fmean(self.durations) if self.durations else None
-        key, seen = self.plan[k - 1], sorted(self.quiet or every)
-        secs, level, _ = self._one(key, statistics.fmean(seen), self._scale())
-        secs = max(secs, seen[int(0.9 * (len(seen) - 1))]) if level in ("mode", "all") else secs
+        key = self.plan[k - 1]
+        secs = self._one(key, statistics.fmean(self.quiet or every), self._scale())[0]
         if self.startups and key[0] not in self.startups:
             secs += statistics.fmean(self.startups.values())
         return secs * self._slowdown(crowding(self.load()), key)
