@@ -95,7 +95,7 @@ def test_the_correctness_captures_are_copies_in_host_memory():
     """The check's outputs and gradients are copied to host memory when captured (on a GPU they were
     counted in both sides' peak memory through the timed blocks and ran DistilBERT MLM bs256 out of an
     80 GB card); a copy, never a view that a later step would overwrite."""
-    from collector.child.sides import _capture, _reference64
+    from collector.child.sides import _capture, _reference_copy
 
     model = torch.nn.Linear(3, 2)
     x = torch.randn(4, 3)
@@ -107,7 +107,7 @@ def test_the_correctness_captures_are_copies_in_host_memory():
     out.data.add_(1.0)
     model.weight.grad.add_(1.0)
     assert torch.equal(outs[0], before) and not torch.equal(grads[0], model.weight.grad)
-    ref, _ = _reference64(torch, model, [x], None, None, {0}, "infer")
+    ref, _ = _reference_copy(torch, model, [x], None, None, {0}, "infer")
     assert ref[0].dtype == torch.float64 and ref[0].device.type == "cpu"
     # summed on a named device a slice at a time, the same error as where the tensors are
     assert accuracy.rel_l2(outs, ref, "cpu") == pytest.approx(accuracy.rel_l2(outs, ref), rel=1e-12)
@@ -146,7 +146,7 @@ def test_a_float64_reference_that_fails_falls_back_to_float32_in_a_reduced_preci
     narrower reference to fall back to than eager."""
     from collector.child import stages
 
-    real, asked = stages._reference64, []
+    real, asked = stages._reference_copy, []
 
     def no_float64(*args):
         asked.append(args[-1] if len(args) == 8 else "float64")
@@ -154,7 +154,7 @@ def test_a_float64_reference_that_fails_falls_back_to_float32_in_a_reduced_preci
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1024.00 MiB")
         return real(*args)
 
-    monkeypatch.setattr(stages, "_reference64", no_float64)
+    monkeypatch.setattr(stages, "_reference_copy", no_float64)
     bf16 = cell.run_cell(_spec(TINY["mlp"], dtype="amp_bf16"))
     assert asked == ["float64", "float32"] and bf16["status"] == "ok", bf16.get("error")
     assert bf16["accuracy_reference"] == "float32" and 0 < bf16["eager_output_rel_err"] < 0.05

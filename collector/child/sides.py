@@ -203,7 +203,7 @@ def _capture(torch, out, module, phase):
     return outs, grads
 
 
-def _reference64(torch, module, inputs, target, loss_fn, float_inputs, phase, wide: str = "float64"):
+def _reference_copy(torch, module, inputs, target, loss_fn, float_inputs, phase, wide: str = "float64"):
     """Outputs (and gradients) of one step of a `wide` (float64, or float32 where that does not fit)
     copy of the model, without autocast, and without TF32 (a float32 copy's matmuls in full float32)."""
     import copy

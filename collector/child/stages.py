@@ -19,7 +19,7 @@ from collector.child.childlog import epoch_of_clock, log
 from collector.child.accuracy import ERROR_MULTIPLIER, _check_accuracy
 from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
-from collector.child.sides import Sides, _capture, _make_sides, _reference64, _setup
+from collector.child.sides import Sides, _capture, _make_sides, _reference_copy, _setup
 from collector.child.sweep import _recompile_sweep
 from collector.child.turns import autotune_turns, cores_note, gpu_turn, hook_benchmarks, timed_turn
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
@@ -198,7 +198,7 @@ def _reference(run: CellRun) -> None:
     with gpu_turn("the float64 reference"):
         for wide in widths:
             try:
-                run.ref64 = _reference64(torch, run.module, run.inputs, run.target, run.loss_fn,
+                run.ref64 = _reference_copy(torch, run.module, run.inputs, run.target, run.loss_fn,
                                          run.float_inputs, run.job.cell.phase, wide)
                 result["accuracy_reference"] = wide
                 break
