@@ -195,11 +195,11 @@ def _reference(run: CellRun) -> None:
     run.stage.name = "reference"
     widths = ("float64",) if run.job.cell.dtype == "float32" else ("float64", "float32")
     result["accuracy_reference"] = "eager"
-    with gpu_turn("the float64 reference"):
+    with gpu_turn("the wider reference"):
         for wide in widths:
             try:
                 run.ref64 = _reference_copy(torch, run.module, run.inputs, run.target, run.loss_fn,
-                                         run.float_inputs, run.job.cell.phase, wide)
+                                            run.float_inputs, run.job.cell.phase, wide)
                 result["accuracy_reference"] = wide
                 break
             except Exception as exc:  # out of memory, or some ops lack float64 kernels
