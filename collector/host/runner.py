@@ -23,6 +23,7 @@ from collector.host.launch import Launcher
 from collector.plan.matrix import Matrix
 from collector.host.earlier import earlier_times
 from collector.host.progress import Progress
+from collector.host.queue import interleave, next_entry
 from collector.host.stop import INTERRUPTED, REPORTED, check_interrupted
 from collector.host.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
 from collector.host.workers import Worker
@@ -96,22 +97,6 @@ def _open_target(t: Target, out_dir: Path, stack: contextlib.ExitStack, workers:
     return _Open(t, run_dir, store, manifest, todo, len(t.matrix.cells) - len(todo))
 
 
-def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
-    """The session's queue: (target index, cell) in matrix order, every target's copy of a cell
-    next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
-    so that neither version always runs first after the other. Cells a target has already saved
-    are left out of its turn."""
-    todo = [{c.cell_id: c for c in o.todo} for o in opened]  # one lookup a cell, not a scan
-    queue, turn = [], 0
-    for cid in cell_ids:
-        here = [(i, left[cid]) for i, left in enumerate(todo) if cid in left]
-        if not here:
-            continue
-        queue.extend(here if turn % 2 == 0 else here[::-1])
-        turn += 1
-    return queue
-
-
 def collect(matrix: Matrix, env: dict, out_dir: Path, run_id: str, launcher: Launcher,
             out=None, clock: Callable[[], float] = time.monotonic, workers: list[Worker] | None = None,
             retry_failed: bool = False, stop_after_s: float | None = None) -> Path:
@@ -169,6 +154,7 @@ class _Session:
     noted: list = field(default_factory=list)  # the first cell measured beside another collector's (said once)
     measured: set = field(default_factory=set)  # the targets (indices) that saved a row in this session
     started: int = 0  # cells started in this session: the first always starts, whatever the budget says
+    running: list = field(default_factory=list)  # (GPU, cell) of the cells in flight (queue.next_entry)
     too_long: tuple | None = None  # (cell, seconds expected, seconds left) of the cell the budget did not start
 
     def take(self, worker: Worker):
@@ -176,15 +162,17 @@ class _Session:
         with self.lock:
             if not self.queue:
                 return None
+            j = next_entry(self.queue, [c for g, c in self.running if g == worker.gpu], bool(worker.timing_lock))
             if self.stop_after_s is not None:  # a time budget: no cell past it, if the cells so far tell
                 left = self.stop_after_s - (self.clock() - self.start)
-                need = self.progress.expected(self.queue[0][0]) if self.started and left > 0 else None
+                need = self.progress.expected(self.queue[j][0]) if self.started and left > 0 else None
                 if left <= 0 or (need is not None and need > left):
                     self.budget_hit.set()
-                    self.too_long = None if left <= 0 else (self.queue[0][1][1].label(), need, left)
+                    self.too_long = None if left <= 0 else (self.queue[j][1][1].label(), need, left)
                     return None
             self.started += 1
-            k, (ti, cell) = self.queue.pop(0)
+            k, (ti, cell) = self.queue.pop(j)
+            self.running.append((worker.gpu, cell))
             label = cell.label() + (f" [{self.opened[ti].target.label}]" if len(self.opened) > 1 else "")
             where = f"GPU {worker.gpu}" if worker.gpu is not None else f"worker {self.workers.index(worker) + 1}"
             self.progress.start(k, label + (f" [{where}]" if len(self.workers) > 1 else ""))
@@ -234,7 +222,14 @@ class _Session:
         while not self.stop.is_set():
             check_interrupted()
             got = self.take(worker)
-            if got is None or not self.measure(worker, own, *got):
+            if got is None:
+                return
+            try:
+                done = self.measure(worker, own, *got)
+            finally:
+                with self.lock:
+                    self.running.remove((worker.gpu, got[2]))
+            if not done:
                 return
 
     def guarded(self, worker: Worker, own: list) -> None:

@@ -1,0 +1,38 @@
+"""The order a session measures its cells in: the queue, and which of its entries a free worker takes.
+
+The queue holds every interpreter's copy of a cell next to the others' (`interleave`), so that the two
+sides of a version pair run at one moment, beside the same neighbours. The matrix lists a model's cells
+next to each other (its modes, its phases): where several workers share a GPU (GPUS=0,0,0), taking the
+queue in order ran three of one model's cells at once, and a large model ran out of memory beside
+itself (MT5 and XGLM at batch 32 on an 80 GB H100, docs/findings-suites.md). So a worker of a shared GPU
+skips a cell whose model has another cell running on that GPU (`next_entry`); the copies of one cell
+under the other interpreters are not skipped: they are the pair.
+"""
+from __future__ import annotations
+
+
+def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
+    """The session's queue: (target index, cell) in matrix order, every target's copy of a cell
+    next to the others', the targets' order reversed from one cell to the next (A B, B A, A B, ...)
+    so that neither version always runs first after the other. Cells a target has already saved
+    are left out of its turn."""
+    todo = [{c.cell_id: c for c in o.todo} for o in opened]  # one lookup a cell, not a scan
+    queue, turn = [], 0
+    for cid in cell_ids:
+        here = [(i, left[cid]) for i, left in enumerate(todo) if cid in left]
+        if not here:
+            continue
+        queue.extend(here if turn % 2 == 0 else here[::-1])
+        turn += 1
+    return queue
+
+
+def next_entry(queue: list, running: list, shared: bool) -> int:
+    """The index of the queue entry ((position, (target index, cell))) a free worker takes: the first,
+    but on a shared GPU (`shared`) the first whose model has no other cell among `running` (the cells
+    in flight on that GPU); where every entry left is such a cell (a queue's end), the first."""
+    if shared:
+        for j, (_, (_, cell)) in enumerate(queue):
+            if all(r.model != cell.model or r.cell_id == cell.cell_id for r in running):
+                return j
+    return 0

@@ -1,0 +1,75 @@
+"""The order a session measures its cells in (collector/host/queue.py): on a shared GPU no two cells of one
+model run at once, but a cell's copies under every interpreter still do (the pair)."""
+import threading
+import time
+
+from collector.host import neighbours
+from collector.host.launch import LauncherBase
+from collector.host.queue import next_entry
+from collector.host.runner import Target, collect_targets
+from collector.host.workers import Worker
+from collector.plan import matrix as mx
+
+ENV = {"device": "cuda", "device_name": "Test GPU", "hostname": "h", "gpu_name": "Test GPU"}
+
+
+class _Watch(LauncherBase):
+    """A stand-in cell that takes a while and notes what else was in flight when it started."""
+    lock = threading.Lock()
+
+    def __init__(self, version, seen, running):
+        self.version, self.seen, self.running = version, seen, running
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        c = spec["cell"]
+        me = (c["model"], c["batch_size"], self.version)
+        with self.lock:
+            self.seen.append((me, list(self.running)))
+            self.running.append(me)
+        time.sleep(0.3)
+        with self.lock:
+            self.running.remove(me)
+        return {"status": "ok", "eager_step_ms": [2.0] * 4, "compiled_step_ms": [1.0] * 4,
+                "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0}
+
+
+def _collect(tmp_path, monkeypatch, workers):
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+    m = mx.build_matrix("smoke", {"models": ["mlp", "gpt"], "phases": ["infer"], "modes": ["default"],
+                                  "batch_sizes": [1, 2], "processes": 1, "warm_compile": False})
+    seen, running = [], []
+    targets = [Target(m, {**ENV, "torch_version": v}, f"r-{v}", _Watch(v, seen, running), label=v) for v in "ab"]
+    collect_targets(targets, tmp_path, workers=workers)
+    assert len(seen) == 8  # 4 cells x 2 interpreters, every one measured
+    return seen
+
+
+def test_on_a_shared_gpu_no_two_cells_of_one_model_run_at_once_but_a_cells_pair_does(tmp_path, monkeypatch):
+    """Three workers on GPU 0: the queue lists mlp bs1 (a, b), mlp bs2 (b, a), gpt bs1, ...; taken in order, mlp
+    bs2 started beside mlp bs1 (a model beside itself: MT5 and XGLM out of memory so on an H100)."""
+    workers = [Worker(gpu=0, timing_lock=str(tmp_path / "lock")) for _ in range(3)]
+    seen = _collect(tmp_path, monkeypatch, workers)
+    for (model, bs, _), beside in seen:
+        assert all(m != model or b == bs for m, b, _ in beside), (model, bs, beside)
+    first = {me[:2] for me, _ in seen[:3]}
+    assert ("mlp", 1) in first and len(first) == 2  # the pair mlp bs1 (a, b) started together, gpt beside it
+
+
+def test_workers_on_their_own_gpus_take_the_queue_in_order(tmp_path, monkeypatch):
+    """Nothing shared (GPUS=0,1,2: three GPUs): the matrix order, a model's cells on separate GPUs at once."""
+    workers = [Worker(gpu=g) for g in range(3)]
+    seen = _collect(tmp_path, monkeypatch, workers)
+    assert [me[:2] for me, _ in seen[:3]].count(("mlp", 2)) == 1  # the third entry: mlp bs2, not gpt
+
+
+def test_at_the_queues_end_a_worker_takes_a_models_other_cell_rather_than_wait():
+    class C:
+        def __init__(self, model, cell_id):
+            self.model, self.cell_id = model, cell_id
+
+    a1, a2, b1 = C("a", "a1"), C("a", "a2"), C("b", "b1")
+    queue = [(1, (0, a2)), (2, (1, a2)), (3, (0, b1))]
+    assert next_entry(queue, [a1], shared=True) == 2
+    assert next_entry(queue, [a2], shared=True) == 0  # the same cell: its pair
+    assert next_entry(queue[:2], [a1], shared=True) == 0
+    assert next_entry(queue, [a1], shared=False) == 0
