@@ -78,6 +78,9 @@ def test_at_the_queues_end_a_worker_takes_a_models_other_cell_rather_than_wait()
     assert next_entry(queue, [a2], shared=True) == 0  # the same cell: its pair
     assert next_entry(queue[:2], [a1], shared=True) == 0
     assert next_entry(queue, [a1], shared=False) == 0
+    b2 = C("b", "b2")
+    behind = [(1, (0, a2)), (2, (1, a2)), (3, (0, b2)), (4, (1, b1))]  # b1's first copy was taken ahead of a2
+    assert next_entry(behind, [b1], shared=True) == 3  # its pair next, not a2 (free now) nor b2
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,10 +29,16 @@ def interleave(opened: list, cell_ids: list[str]) -> list[tuple[int, object]]:
 
 def next_entry(queue: list, running: list, shared: bool) -> int:
     """The index of the queue entry ((position, (target index, cell))) a free worker takes: the first,
-    but on a shared GPU (`shared`) the first whose model has no other cell among `running` (the cells
-    in flight on that GPU); where every entry left is such a cell (a queue's end), the first."""
+    but on a shared GPU (`shared`) a copy of a cell in flight there (`running`) first, so that a pair the
+    rule below started out of order runs together, then the first whose model has no other cell in
+    flight; where every entry left is such a cell (a queue's end), the first."""
     if shared:
-        for j, (_, (_, cell)) in enumerate(queue):
-            if all(r.model != cell.model or r.cell_id == cell.cell_id for r in running):
+        ids = {r.cell_id for r in running}
+        cells = [cell for _, (_, cell) in queue]
+        for j, cell in enumerate(cells):
+            if cell.cell_id in ids:
+                return j
+        for j, cell in enumerate(cells):
+            if all(r.model != cell.model for r in running):
                 return j
     return 0
