@@ -37,10 +37,12 @@ def main(argv=None) -> int:
     ap.add_argument("run")
     ap.add_argument("--out", default="data/runs")
     ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--models", default="mlp", help="the smoke preset's models (two, e.g. mlp,gpt: the queue keeps a "
+                    "model's two cells apart on the shared lock, collector/host/queue.py)")
     ap.add_argument("--plant-compile", type=int, default=0, metavar="MS",
                     help="a fourth shared run, RUN-2-pc, with every compiled first call MS longer")
     args = ap.parse_args(argv)
-    matrix = mx.build_matrix("smoke", {"models": ["mlp"], "phases": ["infer"], "processes": args.processes,
+    matrix = mx.build_matrix("smoke", {"models": args.models.split(","), "phases": ["infer"], "processes": args.processes,
                                        "energy_windows": False})
     planted = dataclasses.replace(matrix, protocol=dataclasses.replace(matrix.protocol, plant_slowdown_pct=5))
     env = probe_env(sys.executable, "cpu")
