@@ -21,12 +21,12 @@ import pyarrow.parquet as pq
 COLUMNS = ["cell_id", "model", "torch_version", "started_at", "cell_wall_s"]
 
 
-def spans(runs: list[Path]) -> list[dict]:
-    """Every row of the runs with its start and end (seconds since the epoch)."""
+def spans(runs: list[Path], columns: list[str] = COLUMNS) -> list[dict]:
+    """Every row of the runs (`columns` of it) with its start and end (seconds since the epoch)."""
     rows = []
     for run in runs:
         for f in sorted((run / "cells").glob("*.parquet")):
-            for r in pq.read_table(f, columns=COLUMNS).to_pylist():
+            for r in pq.read_table(f, columns=columns).to_pylist():
                 if r["started_at"] and r["cell_wall_s"]:
                     t0 = dt.datetime.fromisoformat(r["started_at"]).timestamp()
                     rows.append({**r, "run": run.name, "t0": t0, "t1": t0 + r["cell_wall_s"]})

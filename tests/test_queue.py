@@ -122,3 +122,73 @@ def test_the_torchvision_screen_on_an_h200_moves_default_modes_host_paced_cells_
     assert "| torchvision | infer | reduce-overhead | 20/20 → 20/20 | 2.35x → 2.49x | +5.8% (a screen" in md, md[:3000]
     assert "| tv:mobilenet_v3_large infer amp_bf16 bs64 default | 3.640 → 1.883 | 1.530 → 1.406 | 3.704 → 1.975 |" in md
     assert "B 1 that A lacks" in md  # maxvit_t's default cell under 2.14.1 only: the budget ended the command
+
+
+def test_a_cell_out_of_memory_beside_others_sends_its_models_other_cells_of_that_batch_to_the_alone_pass(
+        tmp_path, monkeypatch, capsys):
+    """Three workers on GPU 0, two interpreters: mlp's default cell runs out of memory beside others under a
+    (as M2M100's and Pegasus's did on an H100 at the lists' batches); its reduce-overhead cell, which needs the
+    same memory, is then not tried beside others under either interpreter: it waits for the alone pass, which
+    measures both of mlp's cells under both. gpt is untouched. The progress counts each measurement once."""
+    import pyarrow.parquet as pq
+
+    from collector.host.alone import again_queue, spilled_keys
+    from support.launchers import MemoryLauncher
+    monkeypatch.setattr(neighbours, "measuring", lambda proc=neighbours.PROC: {})
+    procs = []
+
+    def oom(cell, version, shared):  # mlp's default cell, beside others, under a
+        return cell["model"] == "mlp" and cell["mode"] == "default" and shared and version == "a"
+
+    m = mx.build_matrix("smoke", {"models": ["mlp", "gpt"], "phases": ["infer"], "modes": ["default", "reduce-overhead"],
+                                  "batch_sizes": [8], "processes": 1, "warm_compile": False})
+    targets = [Target(m, {**ENV, "torch_version": v}, f"r-{v}", MemoryLauncher(v, oom, procs, 0.3), label=v)
+               for v in "ab"]
+    workers = [Worker(gpu=0, timing_lock=str(tmp_path / "lock")) for _ in range(3)]
+    collect_targets(targets, tmp_path, workers=workers)
+    out = capsys.readouterr().out
+    log = [(c["model"], c["mode"], v, shared) for c, v, shared in procs]
+    beside = sorted(x[:3] for x in log if x[3])
+    assert ("mlp", "reduce-overhead", "a") not in beside and ("mlp", "reduce-overhead", "b") not in beside, beside
+    assert [x for x in beside if x[0] == "gpt"] == [("gpt", m, v) for m in ("default", "reduce-overhead") for v in "ab"]
+    assert sorted(x[:3] for x in log if not x[3]) == [("mlp", m, v) for m in ("default", "reduce-overhead") for v in "ab"]
+    assert "1 cell(s) ran out of memory beside other cells on a shared GPU and 1 not tried there" in out, out
+    assert "[10/10]" in out and "/12]" not in out, out  # 6 beside others and 4 alone, each counted once
+    for v in "ab":
+        rows = [r for f in (tmp_path / f"r-{v}" / "cells").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+        assert {(r["model"], r["mode"]): (r["status"], r["concurrent_cells"]) for r in rows} == {
+            ("mlp", "default"): ("ok", 1), ("mlp", "reduce-overhead"): ("ok", 1),
+            ("gpt", "default"): ("ok", 3), ("gpt", "reduce-overhead"): ("ok", 3)}
+    # a command whose time budget ended before the alone pass: the next reads the spill from the saved rows,
+    # leaves the spilled cells out of its shared queue, and the alone pass takes those it left
+    from types import SimpleNamespace
+    by = {(c.model, c.mode): c for c in m.cells}
+    saved = {by["mlp", "default"].cell_id: "oom_shared", by["gpt", "default"].cell_id: "ok"}
+    opened = [SimpleNamespace(target=t, store=SimpleNamespace(saved=lambda: saved), manifest={"sessions": [{}]})
+              for t in targets]
+    assert spilled_keys(opened) == {("mlp", "infer", by["mlp", "default"].dtype, 8)}
+    queue = [(k, (ti, by[key])) for k, (key, ti) in enumerate([(("mlp", "reduce-overhead"), 0),
+                                                               (("gpt", "reduce-overhead"), 0)])]
+    assert next_entry(queue, [], shared=True, spilled=spilled_keys(opened)) == 1
+    assert next_entry(queue[:1], [], shared=True, spilled=spilled_keys(opened)) is None
+    again = [(ti, c.mode) for ti, c in again_queue(opened, {by["mlp", "reduce-overhead"].cell_id})]
+    assert sorted(again) == [(0, "default"), (0, "reduce-overhead"), (1, "default"), (1, "reduce-overhead")]
+
+
+@pytest.mark.evidence
+@pytest.mark.slow
+def test_on_the_h100_screen_the_memory_rule_would_have_skipped_tries_of_cells_measured_alone_anyway():
+    """docs/scale-out.md, docs/performance.md ("Faster screens"), docs/validation.md: replayed on the H100 screen's
+    rows (taken without the rule), the tries after a same-key cell ran out of memory beside others are 17, all
+    but one of cells measured alone anyway; the 65 cells taken with the one-model rule added no overlap."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "spill_replay.py"),
+                          *(str(EX / f"su-h100-torch{v}-cu130") for v in ("2.11.0", "2.14.1"))],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("353 rows, 36 out of memory beside others (29 cells measured alone under every interpreter): the rule "
+            "skips 17 tries of those cells (1097 s of cell processes spent for nothing) and sends 1 other cells "
+            "alone (1 tries, 46 s,") in out.stdout, out.stdout
+    assert "hf-RobertaForCausalLM__infer__amp_bf16__bs32__reduce-overhead__model  ok  46 s  sent alone" in out.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "spill_replay.py"), str(EX)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a run folder" in bad.stderr, bad.stderr

@@ -7,12 +7,14 @@ is done, the local executor measures every such cell again with the GPU to itsel
 the session, so that both sides of a version pair are measured one way, however many of them ran out
 of memory: the rows that replace them record one cell at a time (concurrent_cells), and run.json's
 session names the cells (`measured_alone`). A cell that runs out of memory alone too keeps that row:
-it is the model's need.
+it is the model's need. The cells that share such a cell's memory (queue.memory_key) and had not started
+are not tried beside others (collector/host/queue.py): the session's queue leaves them to this pass.
 """
 from __future__ import annotations
 
 import pyarrow.parquet as pq
 
+from collector.host.queue import memory_key
 from collector.record.contract import OOM_SHARED, shared_status
 
 
@@ -42,13 +44,22 @@ def _shared_or_alone(opened: list) -> tuple[set[str], set[str]]:
     return shared, alone
 
 
-def again_queue(opened: list) -> list[tuple[int, object]]:
+def spilled_keys(opened: list) -> set:
+    """The memory_key of every cell a target's saved row says ran out of memory beside another cell: a
+    session's shared queue leaves their cells to the alone pass (queue.next_entry)."""
+    shared = _shared_or_alone(opened)[0]
+    return {memory_key(c) for c in (opened[0].target.matrix.cells if opened else []) if c.cell_id in shared}
+
+
+def again_queue(opened: list, waiting: set | frozenset = frozenset()) -> list[tuple[int, object]]:
     """(target index, cell) of every cell of the session's matrix that any target's saved row says ran
     out of memory beside another cell, under every target, and of a cell an earlier session measured alone
     under some targets and not others (a time budget that ended the alone pass between two targets), under
     those others; in matrix order, the targets' order alternating from one cell to the next as the
-    session's own queue does."""
+    session's own queue does. `waiting`: cells the session's queue left to this pass (queue.next_entry),
+    measured under every target as the first kind is."""
     shared, alone = _shared_or_alone(opened)
+    shared |= set(waiting)
     queue, turn = [], 0
     by_id = [{c.cell_id: c for c in o.target.matrix.cells} for o in opened]
     for cell in opened[0].target.matrix.cells:
@@ -65,7 +76,9 @@ def again_queue(opened: list) -> list[tuple[int, object]]:
     return queue
 
 
-def note(queue: list, runs: int) -> str:
+def note(queue: list, runs: int, waiting: int = 0) -> str:
     cells = len({c.cell_id for _, c in queue})
-    return (f"{cells} cell(s) ran out of memory beside other cells on a shared GPU: measuring them again alone, "
-            f"one at a time, under all {runs} interpreter(s) alike ({len(queue)} measurement(s))")
+    what = (f"{cells - waiting} cell(s) ran out of memory beside other cells on a shared GPU" + (
+        f" and {waiting} not tried there after a cell of their model, phase and batch did" if waiting else ""))
+    return (f"{what}: measuring them again alone, one at a time, under all {runs} interpreter(s) alike "
+            f"({len(queue)} measurement(s))")

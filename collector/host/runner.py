@@ -23,7 +23,7 @@ from collector.host.launch import Launcher
 from collector.plan.matrix import Matrix
 from collector.host.earlier import earlier_times
 from collector.host.progress import Progress
-from collector.host.queue import interleave, next_entry
+from collector.host.queue import interleave, memory_key, next_entry
 from collector.host.stop import INTERRUPTED, REPORTED, check_interrupted
 from collector.host.store import RunError, RunStore, _now, _write_json, check_run_id, left_to_measure, prepare_run, run_lock
 from collector.host.workers import Worker
@@ -111,16 +111,14 @@ def _announce(opened: list[_Open], workers: list[Worker], out) -> None:
     several = len(opened) > 1
     where = f" ({len(workers)} at a time, GPUs {', '.join(str(w.gpu) for w in workers)})" if len(workers) > 1 else ""
     for o in opened:
-        t = o.target
-        n = len(t.matrix.cells)
+        t, n = o.target, len(o.target.matrix.cells)
         print(f"run {t.run_id}: {n} cell{'' if n == 1 else 's'} in matrix '{t.matrix.preset}', {o.already} already "
               f"done, {len(o.todo)} to measure on {t.env['device']} ({t.env['device_name']}){where}, "
               f"{t.matrix.protocol.processes} process(es) each, torch {t.env['torch_version']}"
               + (f" ({t.env.get('python_executable') or t.label})" if several else ""), file=out, flush=True)
     if several:
         print(f"{len(opened)} interpreters interleaved cell by cell, the order alternating", file=out, flush=True)
-        first = opened[0].target
-        proto = first.matrix.protocol
+        first, proto = opened[0].target, opened[0].target.matrix.protocol
         if proto.processes > 1 and not proto.cold_replicates and first.env.get("device") == "cuda":
             print("note: each interpreter compiles a cell once and the cell's other processes reuse that "
                   "compile's autotuning, so a version change in a cell whose compile autotunes can be that one "
@@ -156,13 +154,17 @@ class _Session:
     started: int = 0  # cells started in this session: the first always starts, whatever the budget says
     running: list = field(default_factory=list)  # (GPU, cell) of the cells in flight (queue.next_entry)
     too_long: tuple | None = None  # (cell, seconds expected, seconds left) of the cell the budget did not start
+    spilled: set = field(default_factory=set)  # memory_key of cells out of memory beside others: left alone
 
     def take(self, worker: Worker):
         """The next cell for `worker` (announced), or None: the queue is empty or the time budget spent."""
         with self.lock:
             if not self.queue:
                 return None
-            j = next_entry(self.queue, [c for g, c in self.running if g == worker.gpu], bool(worker.timing_lock))
+            j = next_entry(self.queue, [c for g, c in self.running if g == worker.gpu], bool(worker.timing_lock),
+                           self.spilled)
+            if j is None:  # what is left waits for the alone pass (queue.py)
+                return None
             if self.stop_after_s is not None:  # a time budget: no cell past it, if the cells so far tell
                 left = self.stop_after_s - (self.clock() - self.start)
                 need = self.progress.expected(self.queue[j][0]) if self.started and left > 0 else None
@@ -195,6 +197,8 @@ class _Session:
             raise _write_error(o.store.cells_dir / f"{cell.cell_id}.parquet", exc, len(self.progress.rows)) from None
         started_now = getattr(own[ti], "import_s", None)
         with self.lock:
+            if row.get("status") == alone.OOM_SHARED:
+                self.spilled.add(memory_key(cell))
             self.progress.done(row, self.clock() - t0, k=k,
                                label=label if (len(self.workers) > 1 or len(self.opened) > 1) else None,
                                startup=started_now if started_before is None and started_now else None)
@@ -256,17 +260,19 @@ class _Session:
 
 
 def _alone_again(session: _Session, targets: list[Target], launchers: list[list]) -> _Session:
-    """Where workers share a GPU: the cells that ran out of memory beside another cell, again with the GPU
-    to themselves (collector/host/alone.py), before the session ends; returns the session that ran them,
-    or `session` where there were none (or its time budget or a stop ended it)."""
+    """Where workers share a GPU: the cells that ran out of memory beside another cell, and those left
+    waiting for it, with the GPU to themselves (collector/host/alone.py) before the session ends; returns
+    the session that ran them, or `session` where there were none (or its time budget or a stop ended it)."""
     if session.budget_hit.is_set() or session.stop.is_set() or not any(w.timing_lock for w in session.workers):
         return session
-    queue = alone.again_queue(session.opened)
+    waiting = {c.cell_id for _, (_, c) in session.queue}  # not tried beside others (queue.py)
+    queue = alone.again_queue(session.opened, waiting)
     if not queue:
         return session
     lone = Worker(gpu=session.workers[0].gpu)
     launchers.append([t.launcher.for_worker(lone) for t in targets])
-    print(alone.note(queue, len(targets)), file=session.out, flush=True)
+    session.progress.total -= len(session.queue)  # counted again below
+    print(alone.note(queue, len(targets), len(waiting)), file=session.out, flush=True)
     for o in session.opened:
         o.manifest["sessions"][-1]["measured_alone"] = sorted({c.cell_id for _, c in queue})
     first = session.progress.total + 1
@@ -344,11 +350,10 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
     launcher from `launcher.for_worker`. `retry_failed` measures again the cells whose saved row
     failed (RETRYABLE: crashed, timeout, oom, runtime, compile or export error, an accuracy failure
     judged against eager), replacing it.
-    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight;
-    every finished cell is already on disk. `stop_after_s` is a wall-clock budget: once it has
-    passed no new cell starts (the cells in flight finish), nor, after the session's first, one
-    that the progress estimate (Progress.expected) says would end past it, so a time-limited machine
-    ends between cells instead of killing one halfway; the same command resumes.
+    KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) stops the cells in flight; every
+    finished cell is already on disk. `stop_after_s` is a wall-clock budget: past it no new cell starts,
+    nor, after the first, one the progress estimate (Progress.expected) says would end past it, so a
+    time-limited machine ends between cells, not in one; the same command resumes.
     """
     out = out or sys.stdout
     workers = workers or [Worker()]
@@ -368,7 +373,8 @@ def collect_targets(targets: list[Target], out_dir: Path, out=None, clock: Calla
         # launchers[worker][target]
         launchers = [[t.launcher for t in targets]] if workers == [Worker()] else \
             [[t.launcher.for_worker(w) for t in targets] for w in workers]
-        session = _Session(opened, queue, progress, workers, clock, out, stop_after_s, clock())
+        session = _Session(opened, queue, progress, workers, clock, out, stop_after_s, clock(),
+                           spilled=alone.spilled_keys(opened))
         try:
             session.run(launchers)
             session = _alone_again(session, targets, launchers)

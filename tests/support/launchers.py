@@ -15,3 +15,24 @@ class OkLauncher(LauncherBase):
 
     def run(self, spec, cache_dir, log_path, timeout_s):
         return dict(self.result)
+
+
+class MemoryLauncher(LauncherBase):
+    """A stand-in that runs out of memory where `oom(cell, version, shared)` says (shared: started by a worker
+    of a shared GPU, with its timing lock), notes every process in `log` as (cell, version, shared), and
+    otherwise succeeds after `sleep_s`."""
+
+    def __init__(self, version, oom, log: list, sleep_s: float = 0.0, worker=None):
+        self.version, self.oom, self.log, self.sleep_s, self.worker = version, oom, log, sleep_s, worker
+
+    def for_worker(self, worker):
+        return MemoryLauncher(self.version, self.oom, self.log, self.sleep_s, worker)
+
+    def run(self, spec, cache_dir, log_path, timeout_s):
+        import time
+        c, shared = spec["cell"], bool(self.worker and self.worker.timing_lock)
+        self.log.append((c, self.version, shared))
+        if self.oom(c, self.version, shared):
+            return {"status": "oom", "error": "during eager: OutOfMemoryError: CUDA out of memory"}
+        time.sleep(self.sleep_s)
+        return {**OK, "first_call_eager_s": 0.1, "first_call_compiled_s": 3.0}
