@@ -115,3 +115,36 @@ def test_a_wide_interval_is_not_determined_not_no_difference():
     assert "exclude none" not in v.sentence
     assert verdict.undecided(0.99, 1.015, 0.02) == "no meaningful difference"
     assert verdict.undecided(0.70, 1.00, 0.02) == "not determined"
+
+
+def test_a_passed_accuracy_check_that_could_not_have_failed_is_named():
+    """docs/measurement.md: a check allows max(tolerance, 3 x eager's own error against float64); where that
+    reaches 1.0, an all-zero output passes (GPT-Neo's bf16 eager output is 36-48% from float64), so the cell's
+    pass says nothing. A training cell is blind only if its gradients' check is too."""
+    blind = [_cell(0, 2.0, accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.36),
+             _cell(1, 2.0, phase="train", accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.40,
+                   eager_grad_rel_err=0.94)]
+    seeing = [_cell(2, 2.0, accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.33),  # 0.99 allowed
+              _cell(3, 2.0, phase="train", accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.40,
+                    eager_grad_rel_err=0.01),  # its gradients were checked
+              _cell(4, 2.0, accuracy_ok=True, tolerance=0.05, eager_output_rel_err=None),  # no wider reference
+              _cell(5, 2.0, accuracy_ok=None, tolerance=0.05, eager_output_rel_err=0.5)]  # not checked at all
+    lines = verdict.accuracy_caveat(blind + seeing)
+    assert lines == ["2 of 6 cells passed an accuracy check that could not fail: eager's own error against float64 "
+                     "(0.36-0.40) times 3 passes an all-zero output, so their compiled outputs are unchecked (m0 infer, "
+                     "m1 train; docs/measurement.md)."], lines
+    assert verdict.accuracy_caveat(seeing) == []
+    v = verdict.build(blind, _reps(blind), {}, [], 0.10, 0.02)
+    assert any("could not fail" in c for c in v.caveats), v.caveats
+
+
+def test_the_reports_blind_check_is_the_collectors_own_rule():
+    """contract.accuracy_blind says a check is blind exactly where the collector's check (child/accuracy.py)
+    would pass an all-zero output, whose relative error is 1.0, for every quantity compared."""
+    from collector.child.accuracy import TOLERANCE, _within
+    from collector.record.contract import accuracy_blind
+
+    for tol in TOLERANCE.values():
+        for eager in (None, float("nan"), 0.0, 0.01, 0.2, 0.333, 0.334, 0.5, 2.0):
+            assert accuracy_blind(tol, [eager]) == (eager is not None and eager == eager and _within(1.0, eager, tol))
+    assert not accuracy_blind(0.05, []) and not accuracy_blind(0.05, [0.5, 0.1]) and accuracy_blind(0.05, [0.5, 0.4])

@@ -28,6 +28,7 @@ from analysis.stats import core as stats
 from analysis.run_report import suites
 
 from analysis.run_report.context import ENV_FIELDS, Chart
+from analysis.run_report.verdict import run_accuracy_caveats
 from analysis.stats.fmt import cell_label, fmt_bytes, fmt_s, fmt_x
 from analysis.data.load import DataError, Loaded, Run, sql
 from collector.record import comparable
@@ -360,7 +361,7 @@ def build_compare_report(loaded: Loaded, a: Run, b: Run, trend_runs: list[Run], 
     trend_ids = [r.run_id for r in trend_runs]
     trend_table, trend_chart = changes.trend_cells(con, trend_runs) if len(trend_runs) > 2 else ([], [])
     verdict = changes.verdict(a, b, ests, labels, transitions, min_effect)
-    caveats = changes.caveats(a, b, pairs, ests)
+    caveats = changes.caveats(a, b, pairs, ests) + run_accuracy_caveats(con, (a, b))
     if pe.shift is not None:  # named once, at the top of what limits the verdict
         caveats.insert(1, pe.shift.sentence(a.run_id, b.run_id))
     unpaired, one_run = _unpaired(con, a, b)

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from analysis.stats import core as stats
-from collector.record.contract import autotune_record
+from collector.record.contract import ERROR_MULTIPLIER, accuracy_blind, autotune_record
 
 PHASE = {"infer": "inference", "train": "training"}
 NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
@@ -224,7 +224,7 @@ def _caveats(speed: list[dict], failures: list, noise: float, several_machines: 
                else "one per GPU, CPU cores split" if len({r.get("gpu_index") for r in concurrent}) > 1 else
                "seen measuring on the same host: a shard, another collector or SLURM tasks on one node")
         out.append(f"{len(concurrent)} of {n} cells ran beside another cell ({why}).")
-    out += _autotune_caveat(speed)
+    out += _autotune_caveat(speed) + accuracy_caveat(speed)
     if several_machines:  # a structured flag from the run's hosts and boot ids (context.py), not its prose
         out.append("Collected on more than one machine: compare cells of one machine where it matters.")
     if skipped:
@@ -258,3 +258,30 @@ def _autotune_caveat(speed: list[dict]) -> list[str]:
                    f"compile's autotuning draw; the processes drew differently in {len(differ)} of them.")
     return out
 
+
+def _eager_errors(r: dict) -> list:
+    return [r.get("eager_output_rel_err")] + ([r.get("eager_grad_rel_err")] if r.get("phase") == "train" else [])
+
+
+def accuracy_caveat(speed: list[dict]) -> list[str]:
+    """The cells whose accuracy check passed but could not have failed (contract.accuracy_blind): the error
+    it allows, ERROR_MULTIPLIER x eager's own against float64, passes an all-zero output."""
+    blind = [r for r in speed if r.get("accuracy_ok") and accuracy_blind(r.get("tolerance"), _eager_errors(r))]
+    if not blind:
+        return []
+    least = [min(_eager_errors(r)) for r in blind]  # the check that came closest to being able to fail
+    names = sorted({f"{r['model']} {r['phase']}" for r in blind})
+    return [f"{len(blind)} of {len(speed)} cells passed an accuracy check that could not fail: eager's own error "
+            f"against float64 ({min(least):.2f}{f'-{max(least):.2f}' if max(least) > min(least) else ''}) times {ERROR_MULTIPLIER:g} passes an all-zero output, so their "
+            f"compiled outputs are unchecked ({', '.join(names[:3])}"
+            f"{f' and {len(names) - 3} more' if len(names) > 3 else ''}; docs/measurement.md)."]
+
+
+def run_accuracy_caveats(con, runs) -> list[str]:
+    """accuracy_caveat for each run of a comparison (its compiled cells that passed), the run named."""
+    out = []
+    for run in runs:
+        cur = con.execute("SELECT * FROM stats WHERE run_id = ? AND mode <> 'eager' AND status = 'ok'", [run.run_id])
+        names = [d[0] for d in cur.description]
+        out += [f"{run.run_id}: {line}" for line in accuracy_caveat([dict(zip(names, x)) for x in cur.fetchall()])]
+    return out

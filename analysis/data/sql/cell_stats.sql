@@ -73,7 +73,7 @@ SELECT
     greatest(eager_peak_reserved_bytes, compiled_peak_reserved_bytes) AS end_peak_reserved_bytes,
     end_peak_reserved_bytes / eager_cold_peak_reserved_bytes AS mem_reserved_growth,
     compiled_cold_peak_allocated_bytes / eager_peak_allocated_bytes AS mem_cold_allocated_ratio,
-    output_rel_err, grad_rel_err, tolerance, accuracy_ok,
+    output_rel_err, grad_rel_err, tolerance, accuracy_ok, eager_output_rel_err, eager_grad_rel_err,
     gpu_util_pct, gpu_power_w, sm_clock_mhz, gpu_temp_c, eager_energy_j, compiled_energy_j,
     -- energy per step and per sample (one batch item): the side's energy over the steps it timed
     -- (v4: one back-to-back window per side with its own step count; v3: the timed blocks)
