@@ -76,9 +76,12 @@ def again_queue(opened: list, waiting: set | frozenset = frozenset()) -> list[tu
     return queue
 
 
-def note(queue: list, runs: int, waiting: int = 0) -> str:
+def note(queue: list, runs: int, untried: int = 0) -> str:
+    """The line the alone pass starts with; `untried`: its measurements the session's queue left to it
+    without a try beside others (queue.next_entry)."""
     cells = len({c.cell_id for _, c in queue})
-    what = (f"{cells - waiting} cell(s) ran out of memory beside other cells on a shared GPU" + (
-        f" and {waiting} not tried there after a cell of their model, phase and batch did" if waiting else ""))
-    return (f"{what}: measuring them again alone, one at a time, under all {runs} interpreter(s) alike "
-            f"({len(queue)} measurement(s))")
+    what = "ran out of memory beside other cells on a shared GPU" + (
+        f", or share the model, phase and batch of one that did ({untried} of the {len(queue)} measurement(s) "
+        "below not tried there)" if untried else "")
+    return (f"{cells} cell(s) {what}: measuring them again alone, one at a time, under all {runs} interpreter(s) "
+            f"alike" + ("" if untried else f" ({len(queue)} measurement(s))"))

@@ -272,7 +272,7 @@ def _alone_again(session: _Session, targets: list[Target], launchers: list[list]
     lone = Worker(gpu=session.workers[0].gpu)
     launchers.append([t.launcher.for_worker(lone) for t in targets])
     session.progress.total -= len(session.queue)  # counted again below
-    print(alone.note(queue, len(targets), len(waiting)), file=session.out, flush=True)
+    print(alone.note(queue, len(targets), len(session.queue)), file=session.out, flush=True)
     for o in session.opened:
         o.manifest["sessions"][-1]["measured_alone"] = sorted({c.cell_id for _, c in queue})
     first = session.progress.total + 1
