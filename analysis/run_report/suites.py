@@ -29,7 +29,7 @@ from analysis.explain import kernels
 from analysis.stats import core as stats
 from analysis.stats.estimates import IMPROVED, REGRESSED
 from analysis.stats.fmt import cell_label
-from collector.record.contract import OOM_SHARED, reduced_layers, suite_of
+from collector.record.contract import OOM_SHARED, accuracy_unchecked, reduced_layers, suite_of
 
 OK = "ok"
 NOT_ATTEMPTED = ("skipped",)  # a package missing where it ran: the model was not attempted
@@ -143,6 +143,8 @@ def figures(rows: list[dict], reps_by_cell: dict | None = None) -> dict:
     return {"launch_bound": len(bound), "device_cuda": any(r.get("device") == "cuda" for r in ok),
             "models": len({r.get("model") for r in rows}), "attempted": len(attempted), "passed": len(ok),
             "skipped": len(rows) - len(attempted) - beside, "beside": beside, "failed": dict(sorted(failed.items())),
+            # ok cells whose accuracy check could not have failed; the key only where there are some
+            **({"unchecked": n} if (n := sum(accuracy_unchecked(r) for r in ok)) else {}),
             "pass_rate": len(ok) / len(attempted) if attempted else None,
             "geomean_speedup": _geo(speed), "speedup_lo": lo, "speedup_hi": hi,
             "cold_compile_median_s": statistics.median(cold) if cold else None,
@@ -196,7 +198,12 @@ def launch_bound_text(f: dict) -> str:
 def _rate(f: dict) -> str:
     if not f["attempted"]:
         return "-"
-    return f"{f['passed']} of {f['attempted']} ({100 * f['pass_rate']:.0f}%)"
+    return f"{f['passed']} of {f['attempted']} ({100 * f['pass_rate']:.0f}%)" + _unchecked(f)
+
+
+def _unchecked(f: dict) -> str:
+    """The ok cells whose accuracy check could not have failed (contract.accuracy_unchecked), if any."""
+    return f", {f['unchecked']} of them unchecked" if f.get("unchecked") else ""
 
 
 def run_rows(rows: list[dict], reps_by_cell: dict | None = None) -> list[SuiteRow]:
@@ -239,7 +246,8 @@ def status_changes(rows_a: list[dict], rows_b: list[dict]) -> tuple[list[StatusC
 
 def _passed(f: dict) -> str:
     """"16/16": ok over attempted, and the cells out of memory beside others that wait to be measured alone."""
-    return f"{f['passed']}/{f['attempted']}" + (f" (+{f['beside']} out of memory beside others)" if f["beside"] else "")
+    return f"{f['passed']}/{f['attempted']}" + _unchecked(f) + (
+        f" (+{f['beside']} out of memory beside others)" if f["beside"] else "")
 
 
 def _cells_called(cell_ids: list[str], calls: dict[str, str] | None, screen: bool) -> tuple[str, dict]:

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from analysis.stats import core as stats
-from collector.record.contract import ERROR_MULTIPLIER, accuracy_blind, autotune_record
+from collector.record.contract import ERROR_MULTIPLIER, accuracy_unchecked, autotune_record
 
 PHASE = {"infer": "inference", "train": "training"}
 NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
@@ -259,22 +259,19 @@ def _autotune_caveat(speed: list[dict]) -> list[str]:
     return out
 
 
-def _eager_errors(r: dict) -> list:
-    return [r.get("eager_output_rel_err")] + ([r.get("eager_grad_rel_err")] if r.get("phase") == "train" else [])
-
-
 def accuracy_caveat(speed: list[dict]) -> list[str]:
-    """The cells whose accuracy check passed but could not have failed (contract.accuracy_blind): the error
-    it allows, ERROR_MULTIPLIER x eager's own against float64, passes an all-zero output."""
-    blind = [r for r in speed if r.get("accuracy_ok") and accuracy_blind(r.get("tolerance"), _eager_errors(r))]
+    """The cells whose accuracy check passed but could not have failed (contract.accuracy_unchecked): the
+    error it allows, ERROR_MULTIPLIER x eager's own against float64, passes an all-zero output."""
+    blind = [r for r in speed if accuracy_unchecked(r)]
     if not blind:
         return []
-    least = [min(_eager_errors(r)) for r in blind]  # the check that came closest to being able to fail
+    least = [min(x for x in (r.get("eager_output_rel_err"), r.get("eager_grad_rel_err") if r["phase"] == "train"
+                             else None) if x is not None) for r in blind]  # the check nearest to able to fail
     names = sorted({f"{r['model']} {r['phase']}" for r in blind})
     return [f"{len(blind)} of {len(speed)} cells passed an accuracy check that could not fail: eager's own error "
-            f"against float64 ({min(least):.2f}{f'-{max(least):.2f}' if max(least) > min(least) else ''}) times {ERROR_MULTIPLIER:g} passes an all-zero output, so their "
-            f"compiled outputs are unchecked ({', '.join(names[:3])}"
-            f"{f' and {len(names) - 3} more' if len(names) > 3 else ''}; docs/measurement.md)."]
+            f"against float64 ({min(least):.2f}{f'-{max(least):.2f}' if max(least) > min(least) else ''}) times "
+            f"{ERROR_MULTIPLIER:g} passes an all-zero output, so their compiled outputs are unchecked "
+            f"({', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}; docs/measurement.md)."]
 
 
 def run_accuracy_caveats(con, runs) -> list[str]:

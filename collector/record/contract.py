@@ -52,6 +52,13 @@ def accuracy_blind(tol: float | None, eager_errors: list) -> bool:
                                       for e in eager_errors)
 
 
+def accuracy_unchecked(row: dict) -> bool:
+    """Whether a row's accuracy check passed but could not have failed (accuracy_blind over the quantities
+    its phase compares: the output; the gradients too in training)."""
+    errors = [row.get("eager_output_rel_err")] + ([row.get("eager_grad_rel_err")] if row.get("phase") == "train" else [])
+    return bool(row.get("accuracy_ok")) and accuracy_blind(row.get("tolerance"), errors)
+
+
 def shared_status(status: str | None, error: str | None) -> str | None:
     """A row's status in today's terms: an older row out of memory beside another cell (status `oom`, its
     error opening with SHARED_GPU_OOM_HEAD) is OOM_SHARED; every other status is itself."""
