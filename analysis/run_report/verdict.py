@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from analysis.stats import core as stats
-from collector.record.contract import ERROR_MULTIPLIER, accuracy_unchecked, autotune_record
+from collector.record.contract import ERROR_MULTIPLIER, accuracy_unchecked, autotune_record, eager_errors
 
 PHASE = {"infer": "inference", "train": "training"}
 NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
@@ -265,8 +265,7 @@ def accuracy_caveat(speed: list[dict]) -> list[str]:
     blind = [r for r in speed if accuracy_unchecked(r)]
     if not blind:
         return []
-    least = [min(x for x in (r.get("eager_output_rel_err"), r.get("eager_grad_rel_err") if r["phase"] == "train"
-                             else None) if x is not None) for r in blind]  # the check nearest to able to fail
+    least = [min(eager_errors(r)) for r in blind]  # the check nearest to being able to fail
     names = sorted({f"{r['model']} {r['phase']}" for r in blind})
     return [f"{len(blind)} of {len(speed)} cells passed an accuracy check that could not fail: eager's own error "
             f"against float64 ({min(least):.2f}{f'-{max(least):.2f}' if max(least) > min(least) else ''}) times "

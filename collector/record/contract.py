@@ -52,11 +52,15 @@ def accuracy_blind(tol: float | None, eager_errors: list) -> bool:
                                       for e in eager_errors)
 
 
+def eager_errors(row: dict) -> list:
+    """Eager's own errors against the reference for the quantities a row's phase compares: the output;
+    the gradients too in training."""
+    return [row.get("eager_output_rel_err")] + ([row.get("eager_grad_rel_err")] if row.get("phase") == "train" else [])
+
+
 def accuracy_unchecked(row: dict) -> bool:
-    """Whether a row's accuracy check passed but could not have failed (accuracy_blind over the quantities
-    its phase compares: the output; the gradients too in training)."""
-    errors = [row.get("eager_output_rel_err")] + ([row.get("eager_grad_rel_err")] if row.get("phase") == "train" else [])
-    return bool(row.get("accuracy_ok")) and accuracy_blind(row.get("tolerance"), errors)
+    """Whether a row's accuracy check passed but could not have failed (accuracy_blind over eager_errors)."""
+    return bool(row.get("accuracy_ok")) and accuracy_blind(row.get("tolerance"), eager_errors(row))
 
 
 def shared_status(status: str | None, error: str | None) -> str | None:
