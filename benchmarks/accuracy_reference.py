@@ -4,7 +4,12 @@ out of memory beside other cells forced it on an H100), under an A/A (the real c
 planted errors of known size (the compiled output scaled by 1 + p). Each reference should pass the A/A and
 the 1% plant (under the 5e-2 floor) and fail the 10% plant.
 
-    python benchmarks/accuracy_reference.py [--model mlp:d_model=64,hidden=256]
+With --blind: a check that could not fail (contract.accuracy_blind, which the reports name). The compiled
+output is zeroed (an error of exactly 1.0) and eager's own error is planted by scaling the float64
+reference's outputs by 1 + q: at q = 0 and 0.4 (eager 0.29, allowed 0.86) the zeroed compile must fail and the
+cell not be named; at q = 0.6 (eager 0.375, allowed 1.125) it passes, and the rule must name it.
+
+    python benchmarks/accuracy_reference.py [--model mlp:d_model=64,hidden=256] [--blind]
 """
 from __future__ import annotations
 
@@ -19,28 +24,31 @@ import torch  # noqa: E402
 
 from collector.child import accuracy, cell, stages  # noqa: E402
 from collector.plan.matrix import Protocol  # noqa: E402
+from collector.record.contract import accuracy_unchecked  # noqa: E402
 
 PLANTS = (0.0, 0.01, 0.10)
 
 
-def run(model: str, plant: float, float64: bool) -> dict:
-    """One cell (amp_bf16, inference, default mode) in this process, compiled output x (1 + plant)."""
+def run(model: str, plant: float, float64: bool, ref_scale: float = 1.0) -> dict:
+    """One cell (amp_bf16, inference, default mode) in this process, compiled output x (1 + plant), the
+    reference's outputs x `ref_scale`."""
     real_compile, real_ref = torch.compile, stages._reference_copy
 
     def planted_compile(fn, *args, **kwargs):
         compiled = real_compile(fn, *args, **kwargs)
         return (lambda *a, **k: compiled(*a, **k) * (1 + plant)) if plant else compiled
 
-    def no_float64(*args):
-        if (args[7] if len(args) > 7 else "float64") == "float64":
+    def reference(*args):  # the float64 copy failing where `float64` is off; its outputs scaled
+        if not float64 and (args[7] if len(args) > 7 else "float64") == "float64":
             raise torch.OutOfMemoryError("CUDA out of memory (forced: the float64 copy beside other cells)")
-        return real_ref(*args)
+        outs, grads = real_ref(*args)
+        return [t * ref_scale for t in outs] if ref_scale != 1.0 else outs, grads
 
     proto = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
     spec = {"kind": "cold", "cell": {"model": model, "phase": "infer", "dtype": "amp_bf16", "batch_size": 8,
                                      "mode": "default", "compile_scope": "model"}, "protocol": proto, "device": "cpu"}
     torch.compile = planted_compile
-    stages._reference_copy = real_ref if float64 else no_float64
+    stages._reference_copy = reference
     try:
         return cell.run_cell(spec)
     finally:
@@ -50,7 +58,18 @@ def run(model: str, plant: float, float64: bool) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mlp:d_model=64,hidden=256")
+    ap.add_argument("--blind", action="store_true")
     args = ap.parse_args()
+    if args.blind:
+        print("eager's error planted | eager's error | compiled's error (zeroed) | allowed | status | named unchecked")
+        for q in (0.0, 0.4, 0.6):
+            r = run(args.model, -1.0, True, 1 + q)
+            eager = r.get("eager_output_rel_err")
+            row = {"phase": "infer", "accuracy_ok": r.get("accuracy_ok"), "tolerance": r.get("tolerance"),
+                   "eager_output_rel_err": eager}
+            print(f"{q:.0%} | {eager:.4f} | {r['output_rel_err']:.4f} | {accuracy.allowed(eager, r['tolerance']):.4f} | "
+                  f"{r['status']} | {accuracy_unchecked(row)}", flush=True)
+        return 0
     print("reference | planted error | eager's error | compiled's error | allowed | status")
     for float64 in (True, False):
         for plant in PLANTS:

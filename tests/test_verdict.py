@@ -1,5 +1,6 @@
 """The verdict at the top of a run's report, on synthetic cells with known speedups."""
 import numpy as np
+import pytest
 
 from analysis.run_report import verdict
 from analysis.run_report.context import FailureRow
@@ -148,3 +149,21 @@ def test_the_reports_blind_check_is_the_collectors_own_rule():
         for eager in (None, float("nan"), 0.0, 0.01, 0.2, 0.333, 0.334, 0.5, 2.0):
             assert accuracy_blind(tol, [eager]) == (eager is not None and eager == eager and _within(1.0, eager, tol))
     assert not accuracy_blind(0.05, []) and not accuracy_blind(0.05, [0.5, 0.1]) and accuracy_blind(0.05, [0.5, 0.4])
+
+
+@pytest.mark.slow
+def test_a_zeroed_compile_fails_until_eagers_planted_error_makes_the_check_blind_and_then_it_is_named():
+    """docs/validation.md: the real cell path on the CPU (inductor), the compiled output zeroed (error 1.0) and
+    eager's own error planted through the float64 reference: failed at 0% and 40%, passed and named at 60%."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "accuracy_reference.py"), "--blind"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [ln.split(" | ") for ln in out.stdout.splitlines() if ln[:1].isdigit()]
+    assert [(r[0], r[2], r[4], r[5]) for r in rows] == [("0%", "1.0000", "accuracy_fail", "False"),
+                                                     ("40%", "1.0000", "accuracy_fail", "False"),
+                                                     ("60%", "1.0000", "ok", "True")], rows
