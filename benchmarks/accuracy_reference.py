@@ -7,7 +7,10 @@ the 1% plant (under the 5e-2 floor) and fail the 10% plant.
 With --blind: a check that could not fail (contract.accuracy_blind, which the reports name). The compiled
 output is zeroed (an error of exactly 1.0) and eager's own error is planted by scaling the float64
 reference's outputs by 1 + q: at q = 0 and 0.4 (eager 0.29, allowed 0.86) the zeroed compile must fail and the
-cell not be named; at q = 0.6 (eager 0.375, allowed 1.125) it passes, and the rule must name it.
+cell not be named; at q = 0.6 (eager 0.375, allowed 1.125) it passes, and the rule must name it. Then a
+training cell, compiled as is, with eager's gradient error planted the same way (the float64 gradients scaled
+by 1 + q): at q = 0.6 its gradients' check could not fail and its output's could (contract.accuracy_blind_parts
+must say ["gradients"]); at 0 and 0.4 nothing is named.
 
     python benchmarks/accuracy_reference.py [--model mlp:d_model=64,hidden=256] [--blind]
 """
@@ -24,14 +27,15 @@ import torch  # noqa: E402
 
 from collector.child import accuracy, cell, stages  # noqa: E402
 from collector.plan.matrix import Protocol  # noqa: E402
-from collector.record.contract import accuracy_unchecked  # noqa: E402
+from collector.record.contract import accuracy_blind_parts, accuracy_unchecked  # noqa: E402
 
 PLANTS = (0.0, 0.01, 0.10)
 
 
-def run(model: str, plant: float, float64: bool, ref_scale: float = 1.0) -> dict:
-    """One cell (amp_bf16, inference, default mode) in this process, compiled output x (1 + plant), the
-    reference's outputs x `ref_scale`."""
+def run(model: str, plant: float, float64: bool, ref_scale: float = 1.0, grad_scale: float = 1.0,
+        phase: str = "infer") -> dict:
+    """One cell (amp_bf16, default mode) in this process, compiled output x (1 + plant), the reference's
+    outputs x `ref_scale` and its gradients x `grad_scale`."""
     real_compile, real_ref = torch.compile, stages._reference_copy
 
     def planted_compile(fn, *args, **kwargs):
@@ -42,10 +46,11 @@ def run(model: str, plant: float, float64: bool, ref_scale: float = 1.0) -> dict
         if not float64 and (args[7] if len(args) > 7 else "float64") == "float64":
             raise torch.OutOfMemoryError("CUDA out of memory (forced: the float64 copy beside other cells)")
         outs, grads = real_ref(*args)
-        return [t * ref_scale for t in outs] if ref_scale != 1.0 else outs, grads
+        return ([t * ref_scale for t in outs] if ref_scale != 1.0 else outs,
+                [None if g is None else g * grad_scale for g in grads] if grad_scale != 1.0 and grads else grads)
 
     proto = asdict(Protocol(blocks=2, steps_per_block=2, warmup_steps=1, min_block_ms=0, warm_compile=False))
-    spec = {"kind": "cold", "cell": {"model": model, "phase": "infer", "dtype": "amp_bf16", "batch_size": 8,
+    spec = {"kind": "cold", "cell": {"model": model, "phase": phase, "dtype": "amp_bf16", "batch_size": 8,
                                      "mode": "default", "compile_scope": "model"}, "protocol": proto, "device": "cpu"}
     torch.compile = planted_compile
     stages._reference_copy = reference
@@ -69,6 +74,15 @@ def main() -> int:
                    "eager_output_rel_err": eager}
             print(f"{q:.0%} | {eager:.4f} | {r['output_rel_err']:.4f} | {accuracy.allowed(eager, r['tolerance']):.4f} | "
                   f"{r['status']} | {accuracy_unchecked(row)}", flush=True)
+        print("training: eager's gradient error planted | eager's output error | eager's gradient error | "
+              "compiled's gradient error | allowed | status | blind parts named")
+        for q in (0.0, 0.4, 0.6):
+            r = run(args.model, 0.0, True, grad_scale=1 + q, phase="train")
+            row = {k: r.get(k) for k in ("accuracy_ok", "tolerance", "eager_output_rel_err", "eager_grad_rel_err")}
+            row["phase"] = "train"
+            print(f"{q:.0%} | {r['eager_output_rel_err']:.4f} | {r['eager_grad_rel_err']:.4f} | {r['grad_rel_err']:.4f} | "
+                  f"{accuracy.allowed(r['eager_grad_rel_err'], r['tolerance']):.4f} | {r['status']} | "
+                  f"{accuracy_blind_parts(row)}", flush=True)
         return 0
     print("reference | planted error | eager's error | compiled's error | allowed | status")
     for float64 in (True, False):

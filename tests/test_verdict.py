@@ -133,10 +133,42 @@ def test_a_passed_accuracy_check_that_could_not_have_failed_is_named():
     lines = verdict.accuracy_caveat(blind + seeing)
     assert lines == ["2 of 6 cells passed an accuracy check that could not fail: eager's own error against float64 "
                      "(0.36-0.40) times 3 passes an all-zero output, so their compiled outputs are unchecked (m0 infer, "
-                     "m1 train; docs/measurement.md)."], lines
-    assert verdict.accuracy_caveat(seeing) == []
+                     "m1 train; docs/measurement.md).",
+                     "1 of 6 cells passed an accuracy check whose output could not fail: eager's own output is 0.40 "
+                     "from float64, and 3 times that passes an all-zero output, so only their gradients were checked "
+                     "(m3 train; docs/measurement.md)."], lines
+    assert verdict.accuracy_caveat(seeing) == [lines[1].replace("1 of 6", "1 of 4")]
+    assert verdict.accuracy_caveat(seeing[:1] + seeing[2:]) == []
     v = verdict.build(blind, _reps(blind), {}, [], 0.10, 0.02)
     assert any("could not fail" in c for c in v.caveats), v.caveats
+
+
+def test_a_training_cell_whose_gradients_check_could_not_fail_is_named_apart():
+    """A training cell whose output check could fail and whose gradients' could not (ResNet-50 bf16 on the H200:
+    eager's gradients 1.31 from float64) is not 'unchecked' as a whole, and the caveat says which half was."""
+    from collector.record.contract import accuracy_blind_parts, accuracy_unchecked
+
+    grads = _cell(0, 2.0, phase="train", accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.002,
+                  eager_grad_rel_err=1.312)
+    outs = _cell(1, 2.0, phase="train", accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.40,
+                 eager_grad_rel_err=0.01)
+    whole = _cell(2, 2.0, phase="train", accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.40,
+                  eager_grad_rel_err=0.94)
+    infer = _cell(3, 2.0, accuracy_ok=True, tolerance=0.05, eager_output_rel_err=0.36)
+    failed = _cell(4, 2.0, phase="train", accuracy_ok=False, tolerance=0.05, eager_output_rel_err=0.002,
+                   eager_grad_rel_err=1.312)
+    assert [accuracy_blind_parts(r) for r in (grads, outs, whole, infer, failed)] == [
+        ["gradients"], ["output"], ["output", "gradients"], ["output"], []]
+    assert [accuracy_unchecked(r) for r in (grads, outs, whole, infer, failed)] == [False, False, True, True, False]
+    lines = verdict.accuracy_caveat([grads, outs, whole, infer, failed])
+    assert len(lines) == 3 and lines[0].startswith("2 of 5 cells passed an accuracy check that could not fail"), lines
+    assert lines[1] == ("1 of 5 cells passed an accuracy check whose output could not fail: eager's own output is 0.40 "
+                        "from float64, and 3 times that passes an all-zero output, so only their gradients were "
+                        "checked (m1 train; docs/measurement.md)."), lines[1]
+    assert lines[2] == ("1 of 5 cells passed an accuracy check whose gradients could not fail: eager's own gradients "
+                        "are 1.31 from float64, and 3 times that passes all-zero gradients, so only their outputs "
+                        "were checked (m0 train; docs/measurement.md)."), lines[2]
+    assert verdict.accuracy_caveat([grads]) == [lines[2].replace("1 of 5", "1 of 1")] and verdict.accuracy_caveat([failed, infer])[1:] == []
 
 
 def test_the_reports_blind_check_is_the_collectors_own_rule():
@@ -154,7 +186,8 @@ def test_the_reports_blind_check_is_the_collectors_own_rule():
 @pytest.mark.slow
 def test_a_zeroed_compile_fails_until_eagers_planted_error_makes_the_check_blind_and_then_it_is_named():
     """docs/validation.md: the real cell path on the CPU (inductor), the compiled output zeroed (error 1.0) and
-    eager's own error planted through the float64 reference: failed at 0% and 40%, passed and named at 60%."""
+    eager's own error planted through the float64 reference: failed at 0% and 40%, passed and named at 60%; a
+    training cell's gradients named apart at 60% (accuracy_blind_parts)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -164,6 +197,9 @@ def test_a_zeroed_compile_fails_until_eagers_planted_error_makes_the_check_blind
                          capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [ln.split(" | ") for ln in out.stdout.splitlines() if ln[:1].isdigit()]
-    assert [(r[0], r[2], r[4], r[5]) for r in rows] == [("0%", "1.0000", "accuracy_fail", "False"),
-                                                     ("40%", "1.0000", "accuracy_fail", "False"),
-                                                     ("60%", "1.0000", "ok", "True")], rows
+    assert [(r[0], r[2], r[4], r[5]) for r in rows[:3]] == [("0%", "1.0000", "accuracy_fail", "False"),
+                                                         ("40%", "1.0000", "accuracy_fail", "False"),
+                                                         ("60%", "1.0000", "ok", "True")], rows
+    # training, compiled as is, eager's gradient error planted: only the gradients' half named, and only at 60%
+    assert [(r[0], r[5], r[6]) for r in rows[3:]] == [("0%", "ok", "[]"), ("40%", "ok", "[]"),
+                                                      ("60%", "ok", "['gradients']")], rows

@@ -11,7 +11,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from analysis.stats import core as stats
-from collector.record.contract import ERROR_MULTIPLIER, accuracy_unchecked, autotune_record, eager_errors
+from collector.record.contract import (ACCURACY_QUANTITIES, ERROR_MULTIPLIER, accuracy_blind_parts, accuracy_unchecked,
+                                       autotune_record, eager_errors)
 
 PHASE = {"infer": "inference", "train": "training"}
 NAMED_SLOWER = 8  # slower-compiled cells the verdict sentence names; summary.md lists every one
@@ -264,13 +265,40 @@ def accuracy_caveat(speed: list[dict]) -> list[str]:
     error it allows, ERROR_MULTIPLIER x eager's own against float64, passes an all-zero output."""
     blind = [r for r in speed if accuracy_unchecked(r)]
     if not blind:
-        return []
+        return partly_blind_caveat(speed)
     least = [min(eager_errors(r)) for r in blind]  # the check nearest to being able to fail
     names = sorted({f"{r['model']} {r['phase']}" for r in blind})
     return [f"{len(blind)} of {len(speed)} cells passed an accuracy check that could not fail: eager's own error "
-            f"against float64 ({min(least):.2f}{f'-{max(least):.2f}' if max(least) > min(least) else ''}) times "
+            f"against float64 ({_errors(least)}) times "
             f"{ERROR_MULTIPLIER:g} passes an all-zero output, so their compiled outputs are unchecked "
-            f"({', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}; docs/measurement.md)."]
+            f"({_named(names)}; docs/measurement.md)."] + partly_blind_caveat(speed)
+
+
+def partly_blind_caveat(speed: list[dict]) -> list[str]:
+    """The cells whose passed accuracy check could fail for one quantity and not for the other
+    (contract.accuracy_blind_parts): a training cell whose outputs were checked and whose gradients were not."""
+    out = []
+    for part in ACCURACY_QUANTITIES:
+        cells = [r for r in speed if (parts := accuracy_blind_parts(r)) and len(parts) < len(eager_errors(r))
+                 and parts == [part]]
+        if not cells:
+            continue
+        errs = [eager_errors(r)[ACCURACY_QUANTITIES.index(part)] for r in cells]
+        other = {"output": "gradients", "gradients": "outputs"}[part]
+        names = sorted({f"{r['model']} {r['phase']}" for r in cells})
+        out.append(f"{len(cells)} of {len(speed)} cells passed an accuracy check whose {part} could not fail: eager's "
+                   f"own {part} {'is' if part == 'output' else 'are'} {_errors(errs)} from float64, and "
+                   f"{ERROR_MULTIPLIER:g} times that passes {'an all-zero output' if part == 'output' else 'all-zero gradients'}, "
+                   f"so only their {other} were checked ({_named(names)}; docs/measurement.md).")
+    return out
+
+
+def _errors(xs: list[float]) -> str:
+    return f"{min(xs):.2f}" + (f"-{max(xs):.2f}" if max(xs) > min(xs) else "")
+
+
+def _named(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def run_accuracy_caveats(con, runs) -> list[str]:
