@@ -134,9 +134,8 @@ def test_a_passed_accuracy_check_that_could_not_have_failed_is_named():
     assert lines == ["2 of 6 cells passed an accuracy check that could not fail: eager's own error against float64 "
                      "(0.36-0.40) times 3 passes an all-zero output, so their compiled outputs are unchecked (m0 infer, "
                      "m1 train; docs/measurement.md).",
-                     "1 of 6 cells passed an accuracy check whose output could not fail: eager's own output is 0.40 "
-                     "from float64, and 3 times that passes an all-zero output, so only their gradients were checked "
-                     "(m3 train; docs/measurement.md)."], lines
+                     "1 of 6 cells had only their gradients checked: eager's output is 0.40 from float64, 3x that "
+                     "passes zeros (m3 train; docs/measurement.md)."], lines
     assert verdict.accuracy_caveat(seeing) == [lines[1].replace("1 of 6", "1 of 4")]
     assert verdict.accuracy_caveat(seeing[:1] + seeing[2:]) == []
     v = verdict.build(blind, _reps(blind), {}, [], 0.10, 0.02)
@@ -162,12 +161,10 @@ def test_a_training_cell_whose_gradients_check_could_not_fail_is_named_apart():
     assert [accuracy_unchecked(r) for r in (grads, outs, whole, infer, failed)] == [False, False, True, True, False]
     lines = verdict.accuracy_caveat([grads, outs, whole, infer, failed])
     assert len(lines) == 3 and lines[0].startswith("2 of 5 cells passed an accuracy check that could not fail"), lines
-    assert lines[1] == ("1 of 5 cells passed an accuracy check whose output could not fail: eager's own output is 0.40 "
-                        "from float64, and 3 times that passes an all-zero output, so only their gradients were "
-                        "checked (m1 train; docs/measurement.md)."), lines[1]
-    assert lines[2] == ("1 of 5 cells passed an accuracy check whose gradients could not fail: eager's own gradients "
-                        "are 1.31 from float64, and 3 times that passes all-zero gradients, so only their outputs "
-                        "were checked (m0 train; docs/measurement.md)."), lines[2]
+    assert lines[1] == ("1 of 5 cells had only their gradients checked: eager's output is 0.40 from float64, 3x that "
+                        "passes zeros (m1 train; docs/measurement.md)."), lines[1]
+    assert lines[2] == ("1 of 5 cells had only their outputs checked: eager's gradients are 1.31 from float64, 3x that "
+                        "passes zeros (m0 train; docs/measurement.md)."), lines[2]
     assert verdict.accuracy_caveat([grads]) == [lines[2].replace("1 of 5", "1 of 1")] and verdict.accuracy_caveat([failed, infer])[1:] == []
 
 
@@ -203,3 +200,26 @@ def test_a_zeroed_compile_fails_until_eagers_planted_error_makes_the_check_blind
     # training, compiled as is, eager's gradient error planted: only the gradients' half named, and only at 60%
     assert [(r[0], r[5], r[6]) for r in rows[3:]] == [("0%", "ok", "[]"), ("40%", "ok", "[]"),
                                                       ("60%", "ok", "['gradients']")], rows
+
+
+def test_a_comparisons_accuracy_caveat_that_every_run_shares_is_said_once():
+    """The comparison's accuracy lines per run: word for word the same in both runs (ResNet-18's training gradients
+    in v-h200's two torches), one line for both; where they differ, each run's own, its name first."""
+    from types import SimpleNamespace
+
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE stats (run_id VARCHAR, mode VARCHAR, status VARCHAR, model VARCHAR, phase VARCHAR, "
+                "accuracy_ok BOOLEAN, tolerance DOUBLE, eager_output_rel_err DOUBLE, eager_grad_rel_err DOUBLE)")
+    for run in ("a", "b"):
+        con.execute("INSERT INTO stats VALUES (?, 'default', 'ok', 'resnet18', 'train', true, 0.05, 0.0, 0.356)", [run])
+        con.execute("INSERT INTO stats VALUES (?, 'eager', 'ok', 'resnet18', 'train', true, 0.05, 0.0, 0.9)", [run])
+    runs = [SimpleNamespace(run_id="a"), SimpleNamespace(run_id="b")]
+    lines = verdict.run_accuracy_caveats(con, runs)
+    assert lines == ["Both runs: 1 of 1 cells had only their outputs checked: eager's gradients are 0.36 from "
+                     "float64, 3x that passes zeros (resnet18 train; docs/measurement.md)."], lines
+    con.execute("INSERT INTO stats VALUES ('b', 'default', 'ok', 'gptneo', 'infer', true, 0.05, 0.478, NULL)")
+    lines = verdict.run_accuracy_caveats(con, runs)
+    assert [ln.split(":")[0] for ln in lines] == ["a", "b", "b"], lines
+    assert "gptneo infer" in lines[1] and lines[2].startswith("b: 1 of 2 cells had only their outputs"), lines

@@ -145,9 +145,9 @@ def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: di
 
 
 def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
-    """What limits the verdict: machines, build kinds, both sides moving together, launch-bound
-    eager sides, host calibration."""
-    out = [how_measured(a, b)]
+    """What limits the verdict: how the runs were measured where that limits them (one machine interleaved is
+    the subtitle's), build kinds, both sides moving together, launch-bound eager sides, host calibration."""
+    out = [how] if not (how := how_measured(a, b)).startswith("Measured on one machine, interleaved") else []
     both = [c for c, e in ests["compiled"].items()
             if e.called and c in ests["eager"] and ests["eager"][c].called and
             (e.point > 1) == (ests["eager"][c].point > 1)]

@@ -286,10 +286,9 @@ def partly_blind_caveat(speed: list[dict]) -> list[str]:
         errs = [eager_errors(r)[ACCURACY_QUANTITIES.index(part)] for r in cells]
         other = {"output": "gradients", "gradients": "outputs"}[part]
         names = sorted({f"{r['model']} {r['phase']}" for r in cells})
-        out.append(f"{len(cells)} of {len(speed)} cells passed an accuracy check whose {part} could not fail: eager's "
-                   f"own {part} {'is' if part == 'output' else 'are'} {_errors(errs)} from float64, and "
-                   f"{ERROR_MULTIPLIER:g} times that passes {'an all-zero output' if part == 'output' else 'all-zero gradients'}, "
-                   f"so only their {other} were checked ({_named(names)}; docs/measurement.md).")
+        out.append(f"{len(cells)} of {len(speed)} cells had only their {other} checked: eager's {part} "
+                   f"{'is' if part == 'output' else 'are'} {_errors(errs)} from float64, {ERROR_MULTIPLIER:g}x that "
+                   f"passes zeros ({_named(names)}; docs/measurement.md).")
     return out
 
 
@@ -302,10 +301,19 @@ def _named(names: list[str]) -> str:
 
 
 def run_accuracy_caveats(con, runs) -> list[str]:
-    """accuracy_caveat for each run of a comparison (its compiled cells that passed), the run named."""
-    out = []
+    """accuracy_caveat for each run of a comparison (its compiled cells that passed), the run named; a line
+    that every run has word for word (the same cells, counts and errors) is said once, for all of them."""
+    per_run = []
     for run in runs:
         cur = con.execute("SELECT * FROM stats WHERE run_id = ? AND mode <> 'eager' AND status = 'ok'", [run.run_id])
         names = [d[0] for d in cur.description]
-        out += [f"{run.run_id}: {line}" for line in accuracy_caveat([dict(zip(names, x)) for x in cur.fetchall()])]
+        per_run.append(accuracy_caveat([dict(zip(names, x)) for x in cur.fetchall()]))
+    out = []
+    for i, (run, lines) in enumerate(zip(runs, per_run)):
+        for line in lines:
+            if len(runs) > 1 and all(line in other for other in per_run):  # the same words in every run: once
+                if i == 0:
+                    out.append(f"{'Both' if len(runs) == 2 else 'All'} runs: {line}")
+            else:
+                out.append(f"{run.run_id}: {line}")
     return out
