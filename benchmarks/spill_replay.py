@@ -9,10 +9,14 @@ their memory key had ended (by more than `--slack` s, `started_at` being whole s
 rule skips. Counted apart: those of cells measured alone anyway (some row of the cell ran out of memory
 beside others: every interpreter's row is measured again alone), whose tries were spent for nothing, and
 those of cells both of whose rows were fine beside others, which the rule sends to the alone pass too.
+A cell the alone pass has measured since (queued in a session's `measured_alone`, its row now from one cell
+on the GPU, `concurrent_cells` 1) lost its row beside others to the alone one, so the replay leaves the cell
+out, under every interpreter, and says how many it left out.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,14 +25,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.model_overlap import spans  # noqa: E402
 from collector.record.contract import OOM_SHARED, shared_status  # noqa: E402
 
-COLUMNS = ["cell_id", "model", "phase", "dtype", "batch_size", "status", "error", "started_at", "cell_wall_s"]
+COLUMNS = ["cell_id", "model", "phase", "dtype", "batch_size", "status", "error", "started_at", "cell_wall_s",
+           "concurrent_cells"]
 
 
-def rows_of(runs: list[Path]) -> list[dict]:
+def measured_alone(runs: list[Path], rows: list[dict]) -> set[str]:
+    """The cells an alone pass has measured since in any of the runs: queued by a session (`measured_alone`)
+    and holding a row from one cell on the GPU."""
+    queued = set()
+    for run in runs:
+        manifest = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
+        queued.update(c for s in manifest.get("sessions", []) for c in s.get("measured_alone", ()))
+    return {r["cell_id"] for r in rows if r["cell_id"] in queued and r["concurrent_cells"] == 1}
+
+
+def rows_of(runs: list[Path]) -> tuple[list[dict], set[str]]:
     """The runs' rows with their spans (model_overlap.spans), whether each ran out of memory beside others,
-    and its memory key (collector/host/queue.py's memory_key)."""
+    and its memory key (collector/host/queue.py's memory_key), but for those of cells measured alone since;
+    and those cells."""
+    rows = spans(runs, COLUMNS)
+    gone = measured_alone(runs, rows)
     return [{**r, "spilled": shared_status(r["status"], r["error"]) == OOM_SHARED,
-             "key": (r["model"], r["phase"], r["dtype"], r["batch_size"])} for r in spans(runs, COLUMNS)]
+             "key": (r["model"], r["phase"], r["dtype"], r["batch_size"])} for r in rows
+            if r["cell_id"] not in gone], gone
 
 
 def replay(rows: list[dict], slack: float = 1.0) -> dict:
@@ -53,8 +72,12 @@ def main(argv=None) -> int:
     missing = [str(r) for r in args.runs if not (r / "cells").is_dir()]
     if missing:
         ap.error(f"not a run folder (no cells/): {', '.join(missing)}")
-    o = replay(rows_of(args.runs), args.slack)
+    rows, gone = rows_of(args.runs)
+    o = replay(rows, args.slack)
     wasted, added = o.get("wasted", []), o.get("added", [])
+    if gone:
+        print(f"left out: {len(gone)} cells measured alone since (their rows beside others replaced): "
+              f"{', '.join(sorted(gone))}")
     print(f"{o['rows']} rows, {o['spilled']} out of memory beside others ({o['alone_cells']} cells measured alone "
           f"under every interpreter): the rule skips {len(wasted)} tries of those cells "
           f"({sum(r['cell_wall_s'] for r in wasted):.0f} s of cell processes spent for nothing) and sends "

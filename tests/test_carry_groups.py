@@ -123,14 +123,16 @@ def test_carry_runs_takes_a_pass_committed_under_data_examples_and_keeps_what_da
 
 def _suites_stand_ins(bin_dir: Path) -> None:
     """Stand-ins for versions_gpu.sh suites: `make` records its arguments and GPUS, and a screen's writes one
-    cell under each interpreter's run; `python3` answers the label, the matrix's size, and `analysis confirm`
-    (its arguments in confirm.txt) writes the confirmation's preset; `newpy` is the other interpreter."""
+    cell under each interpreter's run; `python3` answers the label, the matrix's size,
+    the cells still to be measured alone (PENDING, default 0; its arguments in pending.txt) and `analysis
+    confirm` (its arguments in confirm.txt) writes the confirmation's preset; `newpy` is the other interpreter."""
     (bin_dir / "make").write_text(
         "#!/bin/bash\necho \"GPUS_ENV=${GPUS:-} ARGS=$*\" >> calls.txt\n"
         "case \"$*\" in *RUN=su\\ *) for l in torchA torchB; do mkdir -p data/runs/su-$l/cells; "
         "touch data/runs/su-$l/cells/c1.parquet; done;; esac\n")
     (bin_dir / "python3").write_text(
         "#!/bin/bash\ncase \"$*\" in -c*) echo torchA;; *collector*) echo '1 cells';;\n"
+        "  *pending_alone*) echo \"$*\" >> pending.txt; echo ${PENDING:-0};;\n"
         "  *confirm*) echo \"$*\" >> confirm.txt; echo 'cells = [\"new\"]' > data/runs/${CONFIRM_RUN:-suc}.toml;; esac\n")
     (bin_dir / "newpy").write_text("#!/bin/bash\necho torchB\n")
     for f in ("make", "python3", "newpy"):
@@ -183,3 +185,27 @@ def test_a_confirmation_begun_on_another_machine_resumes_from_its_committed_pres
     assert "PRESET=data/runs/suc.toml RUN=suc " in (tmp_path / "a" / "calls.txt").read_text()
     assert "--after suc --max-cells 12 --run suc2" in (tmp_path / "b" / "confirm.txt").read_text()
     assert "PRESET=data/runs/suc2.toml RUN=suc2 " in (tmp_path / "b" / "calls.txt").read_text()
+
+
+def test_a_suites_confirmation_waits_for_the_screens_alone_pass(tmp_path):
+    """versions_gpu.sh suites: every cell of the screen has a row, but some ran out of memory beside others and
+    the alone pass has not measured them yet (a time budget ended it): the confirmation is not chosen from such
+    a screen; it waits, and says how many cells are left. With none left it goes on."""
+    import subprocess
+
+    script = ROOT / "benchmarks" / "gpu_machine" / "versions_gpu.sh"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _suites_stand_ins(bin_dir)
+    out = {}
+    for name, pending in (("a", "26"), ("b", "0")):
+        work = tmp_path / name
+        (work / "data" / "runs").mkdir(parents=True)
+        ran = subprocess.run(["bash", str(script), "suites", "su", "600"], cwd=work, capture_output=True, text=True,
+                             env={"PATH": f"{bin_dir}:/usr/bin:/bin", "NEW": str(bin_dir / "newpy"), "PENDING": pending},
+                             timeout=60)
+        assert ran.returncode == 0, (ran.stdout, ran.stderr)
+        assert "data/runs/su-torchA data/runs/su-torchB" in (work / "pending.txt").read_text()
+        out[name] = ran.stdout
+    assert "screen su: 26 cell(s) still to be measured alone; the confirmation waits" in out["a"], out["a"]
+    assert not (tmp_path / "a" / "confirm.txt").exists() and (tmp_path / "b" / "confirm.txt").exists()

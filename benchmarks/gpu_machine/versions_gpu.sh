@@ -133,7 +133,7 @@ label() {  # the collector's own label of an interpreter: torch<version>, '+' as
 }
 # screen_confirm RUN SECONDS N BASE CAND AA LABEL=PY...: PRESET's cells under every LABEL=PY, interleaved,
 # into RUN-LABEL (make collect; PLANT_*, RETRY, CELLS from the environment); once every run holds every
-# cell, `make confirm` of BASE against CAND (with AA=X:Y, each cell judged by its class's A/A spread)
+# cell, and none waits to be measured alone (pending_alone.py), `make confirm` of BASE against CAND (with AA=X:Y, each cell judged by its class's A/A spread)
 # writes data/runs/RUNc.toml (CONFIRM_RUN=ID: ID.toml; AFTER=RUNc: not the cells RUNc holds) with the N cells
 # that moved most, and those are collected under the same interpreters with the preset's 3 processes into
 # RUNc-LABEL, in the time left; the same call resumes
@@ -144,10 +144,15 @@ screen_confirm() {
   make collect PYTHON=python3 PRESET="$PRESET" RUN="$run" STOP_AFTER="$secs" RETRY="${RETRY:-}" PYTHONS="$pys" || return
   want=$(python3 -m collector --preset "$PRESET" ${CELLS:+--cells "$CELLS"} --dry-run --out /tmp/dry \
     --run-id dry | sed -n 's/^\([0-9]*\) cells$/\1/p')
+  local dirs=""
   for side in "$@"; do
     have=$(ls data/runs/$run-${side%%=*}/cells/*.parquet 2>/dev/null | wc -l)
     [ "$have" -ge "$want" ] || { echo "screen $run-${side%%=*}: $have of $want cells; the confirmation waits"; return 0; }
+    dirs="$dirs data/runs/$run-${side%%=*}"
   done
+  # every cell has a row, but those out of memory beside others are not the screen's figures until measured alone
+  left=$(python3 benchmarks/gpu_machine/pending_alone.py $dirs 2>/dev/null) || left="an unknown number of"
+  [ "${left:-0}" = 0 ] || { echo "screen $run: ${left} cell(s) still to be measured alone; the confirmation waits"; return 0; }
   left=$((end - SECONDS)); [ $left -gt 60 ] || { echo "screen done; no time left to confirm"; return 0; }
   [ -f data/runs/$conf.toml ] || [ ! -f benchmarks/gpu_machine/$conf.toml ] \
     || cp benchmarks/gpu_machine/$conf.toml data/runs/  # a confirmation begun elsewhere: its committed preset

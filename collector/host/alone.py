@@ -76,6 +76,30 @@ def again_queue(opened: list, waiting: set | frozenset = frozenset()) -> list[tu
     return queue
 
 
+def pending(run_dirs) -> list[str]:
+    """The cells of runs collected together (one session's interpreters) that the alone pass has still to
+    measure: a saved row out of memory beside other cells in any run, or a cell a session queued for the pass
+    (run.json's `measured_alone`) whose row in some run is missing or not yet from one cell on the GPU."""
+    import json
+    from pathlib import Path
+
+    rows: dict[str, list] = {}
+    queued: set[str] = set()
+    for run in map(Path, run_dirs):
+        for f in sorted((run / "cells").glob("*.parquet")):
+            rows.setdefault(f.stem, []).append(_saved(f))
+        if (run / "run.json").exists():
+            manifest = json.loads((run / "run.json").read_text())
+            queued.update(c for s in manifest.get("sessions", []) for c in s.get("measured_alone", ()))
+    out = []
+    for cell, saved in sorted(rows.items()):
+        shared = any(r is not None and shared_status(r["status"], r["error"]) == OOM_SHARED for r in saved)
+        if shared or (cell in queued and (len(saved) < len(run_dirs) or
+                                          any(r is None or (r["concurrent_cells"] or 1) > 1 for r in saved))):
+            out.append(cell)
+    return out
+
+
 def note(queue: list, runs: int, untried: int = 0) -> str:
     """The line the alone pass starts with; `untried`: its measurements the session's queue left to it
     without a try beside others (queue.next_entry)."""
