@@ -83,9 +83,10 @@ def pending(run_dirs) -> list[str]:
     import json
     from pathlib import Path
 
+    run_dirs = [Path(d) for d in run_dirs]
     rows: dict[str, list] = {}
     queued: set[str] = set()
-    for run in map(Path, run_dirs):
+    for run in run_dirs:
         for f in sorted((run / "cells").glob("*.parquet")):
             rows.setdefault(f.stem, []).append(_saved(f))
         if (run / "run.json").exists():
