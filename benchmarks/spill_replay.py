@@ -16,13 +16,13 @@ out, under every interpreter, and says how many it left out.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.model_overlap import spans  # noqa: E402
+from collector.host.alone import queued_alone  # noqa: E402
 from collector.record.contract import OOM_SHARED, shared_status  # noqa: E402
 
 COLUMNS = ["cell_id", "model", "phase", "dtype", "batch_size", "status", "error", "started_at", "cell_wall_s",
@@ -30,12 +30,9 @@ COLUMNS = ["cell_id", "model", "phase", "dtype", "batch_size", "status", "error"
 
 
 def measured_alone(runs: list[Path], rows: list[dict]) -> set[str]:
-    """The cells an alone pass has measured since in any of the runs: queued by a session (`measured_alone`)
+    """The cells an alone pass has measured since in any of the runs: queued by a session (alone.queued_alone)
     and holding a row from one cell on the GPU."""
-    queued = set()
-    for run in runs:
-        manifest = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
-        queued.update(c for s in manifest.get("sessions", []) for c in s.get("measured_alone", ()))
+    queued = queued_alone(runs)
     return {r["cell_id"] for r in rows if r["cell_id"] in queued and r["concurrent_cells"] == 1}
 
 

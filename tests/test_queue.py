@@ -217,3 +217,40 @@ def test_the_cells_the_alone_pass_has_left_are_counted_from_the_saved_rows():
     assert out.returncode == 0 and out.stdout == "26\n", out
     bad = subprocess.run([sys.executable, str(script), str(EX)], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a run folder" in bad.stderr, bad
+
+
+@pytest.mark.evidence
+def test_the_alone_pass_left_counts_exactly_what_is_planted_in_a_whole_screen(tmp_path):
+    """docs/validation.md: torchvision's whole screen (tv-h200-*, three cells a GPU) counts 0; with one row made
+    out of memory beside others under one torch, and another cell queued for the alone pass (run.json) and
+    measured alone under one torch only, it counts exactly those two."""
+    import json
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from collector.host.alone import pending
+    from collector.record.contract import OOM_SHARED, SHARED_GPU_OOM_HEAD
+
+    runs = [tmp_path / f"tv-h200-torch{v}-cu130" for v in ("2.11.0", "2.14.1")]
+    for r in runs:
+        shutil.copytree(EX / r.name, r)
+    assert pending(runs) == []
+    cells = sorted(f.stem for f in (runs[1] / "cells").glob("*.parquet"))
+    oom, half = cells[3], cells[10]
+
+    def edit(run, cell, **values):
+        path = run / "cells" / f"{cell}.parquet"
+        row = pq.read_table(path).to_pylist()[0]
+        pq.write_table(pa.Table.from_pylist([{**row, **values}], schema=pq.read_schema(path)), path)
+
+    edit(runs[1], oom, status=OOM_SHARED, error=f"{SHARED_GPU_OOM_HEAD} (planted)")
+    edit(runs[0], half, concurrent_cells=1)
+    edit(runs[1], half, concurrent_cells=3)
+    manifest = json.loads((runs[1] / "run.json").read_text())
+    manifest.setdefault("sessions", [{}])[-1]["measured_alone"] = [half]
+    (runs[1] / "run.json").write_text(json.dumps(manifest))
+    assert pending(runs) == sorted([oom, half])
+    edit(runs[1], half, concurrent_cells=1)  # now measured alone under both
+    assert pending(runs) == [oom]

@@ -60,19 +60,20 @@ def build_kinds_differ(a: Run, b: Run) -> bool:
     return kinds[0] != kinds[1] and (kinds[0] == "cpu") != (kinds[1] == "cpu")
 
 
+ONE_MACHINE_INTERLEAVED = "Measured on one machine, interleaved cell by cell with the order alternating: drift falls on both alike."
+
+
 def how_measured(a: Run, b: Run) -> str:
-    """One sentence: one machine interleaved, one machine in turn, or two machines."""
+    """One sentence: one machine interleaved (limits nothing: not a caveat), one machine in turn, or two machines."""
     ba, bb = boots(a), boots(b)
     if ba and bb and not (ba & bb):
         return ("Measured on different machines (no machine boot in common): host-bound step times differ "
                 "between machines of one kind; read GPU-bound cells and compiled step times first.")
-    if interleaved(a, b) and len(ba | bb) > 1:
-        return (f"Measured interleaved cell by cell with the order alternating, on {len(ba | bb)} machines of one kind "
-                "in turn (both versions in each collecting command): drift within a command falls on both alike; a "
-                "cell whose pair was measured by another command, on another machine, carries that machine's "
-                "difference too.")
     if interleaved(a, b):
-        return "Measured on one machine, interleaved cell by cell with the order alternating: drift falls on both alike."
+        return ONE_MACHINE_INTERLEAVED if len(ba | bb) <= 1 else (
+            f"Measured interleaved cell by cell with the order alternating, on {len(ba | bb)} machines of one kind in "
+            "turn (both versions in each collecting command): drift within a command falls on both alike; a cell "
+            "whose pair was measured by another command, on another machine, carries that machine's difference too.")
     if ba and bb:
         return ("Measured on one machine, one run after the other (not interleaved): a drift of the machine "
                 "between the two runs would read as a change.")
@@ -145,9 +146,8 @@ def verdict(a: Run, b: Run, ests: dict[str, dict[str, est.Estimate]], labels: di
 
 
 def caveats(a: Run, b: Run, pairs: list[dict], ests: dict[str, dict[str, est.Estimate]]) -> list[str]:
-    """What limits the verdict: how the runs were measured where that limits them (one machine interleaved is
-    the subtitle's), build kinds, both sides moving together, launch-bound eager sides, host calibration."""
-    out = [how] if not (how := how_measured(a, b)).startswith("Measured on one machine, interleaved") else []
+    """What limits the verdict: how it was measured (but ONE_MACHINE_INTERLEAVED), builds, both sides moving, hosts."""
+    out = [how] if (how := how_measured(a, b)) != ONE_MACHINE_INTERLEAVED else []
     both = [c for c, e in ests["compiled"].items()
             if e.called and c in ests["eager"] and ests["eager"][c].called and
             (e.point > 1) == (ests["eager"][c].point > 1)]

@@ -279,8 +279,7 @@ def partly_blind_caveat(speed: list[dict]) -> list[str]:
     (contract.accuracy_blind_parts): a training cell whose outputs were checked and whose gradients were not."""
     out = []
     for part in ACCURACY_QUANTITIES:
-        cells = [r for r in speed if (parts := accuracy_blind_parts(r)) and len(parts) < len(eager_errors(r))
-                 and parts == [part]]
+        cells = [r for r in speed if accuracy_blind_parts(r) == [part] and not accuracy_unchecked(r)]
         if not cells:
             continue
         errs = [eager_errors(r)[ACCURACY_QUANTITIES.index(part)] for r in cells]

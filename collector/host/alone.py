@@ -76,22 +76,31 @@ def again_queue(opened: list, waiting: set | frozenset = frozenset()) -> list[tu
     return queue
 
 
+def queued_alone(run_dirs) -> set[str]:
+    """The cells any session of these run folders queued for the alone pass (run.json's `measured_alone`)."""
+    import json
+    from pathlib import Path
+
+    queued: set[str] = set()
+    for run in map(Path, run_dirs):
+        if (run / "run.json").exists():
+            manifest = json.loads((run / "run.json").read_text())
+            queued.update(c for s in manifest.get("sessions", []) for c in s.get("measured_alone", ()))
+    return queued
+
+
 def pending(run_dirs) -> list[str]:
     """The cells of runs collected together (one session's interpreters) that the alone pass has still to
     measure: a saved row out of memory beside other cells in any run, or a cell a session queued for the pass
-    (run.json's `measured_alone`) whose row in some run is missing or not yet from one cell on the GPU."""
-    import json
+    (queued_alone) whose row in some run is missing or not yet from one cell on the GPU."""
     from pathlib import Path
 
     run_dirs = [Path(d) for d in run_dirs]
     rows: dict[str, list] = {}
-    queued: set[str] = set()
     for run in run_dirs:
         for f in sorted((run / "cells").glob("*.parquet")):
             rows.setdefault(f.stem, []).append(_saved(f))
-        if (run / "run.json").exists():
-            manifest = json.loads((run / "run.json").read_text())
-            queued.update(c for s in manifest.get("sessions", []) for c in s.get("measured_alone", ()))
+    queued = queued_alone(run_dirs)
     out = []
     for cell, saved in sorted(rows.items()):
         shared = any(r is not None and shared_status(r["status"], r["error"]) == OOM_SHARED for r in saved)
