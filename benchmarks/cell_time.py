@@ -2,6 +2,7 @@
 
     python benchmarks/cell_time.py RUN_DIR [RUN_DIR ...]
     python benchmarks/cell_time.py --json RUN_DIR_OR_CELL_LOG [...]   (the same, unrounded, as JSON)
+    python benchmarks/cell_time.py --rows RUN_DIR [...]   (from the rows' process_stages_json: no logs needed)
 
 Each cell process logs its stages with a clock that starts when the cell's code starts
 (`[cell +  4.1s] sides built in 2.68 s`); the runner records each process's wall time from its
@@ -9,7 +10,9 @@ launch to its exit (`process_wall_s`). This prints, per run and process kind (th
 the replicates), the median seconds of each stage over the processes, and the rest of the
 process's wall time ("outside the cell's clock": starting the interpreter and importing before
 the clock starts, exiting). Stages a log does not name (older logs have no "sides built" line)
-count in the next stage that it names, which the table marks with "+".
+count in the next stage that it names, which the table marks with "+". `--rows` reads each process's
+stages from its row instead (schema v14, `process_stages_json`, on the process's own clock): a run
+committed without its logs; rows older than v14 have none and are counted as such.
 """
 from __future__ import annotations
 
@@ -94,12 +97,63 @@ def run_table(run_dir: Path) -> dict:
     return out
 
 
+def rows_table(run_dir: Path) -> tuple[dict, int]:
+    """({kind: {stage: [seconds per process]}}, rows without stages) over the run's ok cells, from each
+    row's process_stages_json: the first process is the cold one, the next `processes - 1` replicates
+    (a warm or portable-cache process after them is left out); the outside time is the process's wall
+    less its stages."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, list[float]]] = {}
+    missing = 0
+    cols = ["status", "processes", "process_wall_s", "process_stages_json"]
+    for f in sorted((run_dir / "cells").glob("*.parquet")):
+        names = set(pq.read_schema(f).names)
+        t = pq.read_table(f, columns=[c for c in cols if c in names]).to_pylist()[0]
+        if t["status"] != "ok":
+            continue
+        stages = json.loads(t.get("process_stages_json") or "null")
+        if not stages:
+            missing += 1
+            continue
+        for i, (st, wall) in enumerate(zip(stages, t["process_wall_s"] or [])):
+            if i >= (t.get("processes") or 1) or not st or wall is None:
+                continue
+            d = out.setdefault("cold" if i == 0 else "replicate", {})
+            for name, secs in st.items():
+                d.setdefault(name, []).append(secs)
+            d.setdefault(OUTSIDE, []).append(max(0.0, wall - sum(st.values())))
+            d.setdefault("process wall", []).append(wall)
+    return out, missing
+
+
+def _print_rows(run: Path) -> int:
+    if not (run / "cells").is_dir():
+        print(f"{run}: not a run directory with cells/", file=sys.stderr)
+        return 2
+    table, missing = rows_table(run)
+    print(f"\n{run.name}: {missing} ok row(s) without process_stages_json (before schema v14)" if missing else "",
+          end="")
+    for kind, stages in sorted(table.items()):
+        walls = stages["process wall"]
+        print(f"\n{run.name}: {kind} processes ({len(walls)}), median seconds (share of their summed wall)")
+        for name, secs in sorted(stages.items(), key=lambda kv: kv[0] == "process wall"):
+            print(f"  {name:58s} {statistics.median(secs):6.2f}  {sum(secs) / sum(walls):5.1%}")
+    print()
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--json", action="store_true", help="print {path: table} (a run) or {path: processes} "
                    "(one cell log: each process's kind, forked, stages, logged seconds) as JSON")
+    p.add_argument("--rows", action="store_true", help="each process's stages from its row (process_stages_json)")
     args = p.parse_args(argv)
+    if args.rows:
+        return max((_print_rows(run) for run in args.runs), default=0)
     if args.json:
         import json
 

@@ -94,3 +94,28 @@ def test_suite_time_splits_a_pass_by_suite_and_phase_and_refuses_an_unknown_key(
     bad = subprocess.run([sys.executable, "benchmarks/suite_time.py", "--by", "model", *runs], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--by takes suite, phase, mode" in bad.stderr
+
+
+def test_a_stage_counts_each_part_on_its_clock_and_writes_the_split_into_the_result():
+    """childlog.Stage: setting a name ends the running stage; a stage named twice adds up; the result
+    holds the split so far after every change (a process that dies later still says it)."""
+    import json
+
+    from collector.child.childlog import Stage
+
+    now = [10.0]
+    result = {}
+    stage = Stage(result, clock=lambda: now[0])
+    now[0] = 11.5
+    stage.name = "build"
+    assert json.loads(result["process_stages_json"]) == [{"setup": 1.5, "build": 0.0}]  # the running one so far
+    now[0] = 14.0
+    stage.name = "compile"
+    now[0] = 20.0
+    stage.name = "build"
+    now[0] = 20.25
+    assert stage.split() == {"setup": 1.5, "build": 2.75, "compile": 6.0}  # 2.5 and the running 0.25
+    now[0] = 21.0
+    stage.close()
+    assert json.loads(result["process_stages_json"]) == [{"setup": 1.5, "build": 3.5, "compile": 6.0}]
+    assert Stage().name == "setup"  # without a result: the name alone, as before

@@ -1,5 +1,6 @@
 """The real path on the CPU: collector subprocesses with real inductor compilation -> Parquet
 -> DuckDB -> HTML and Markdown, checked against the numbers in the Parquet rows."""
+import json
 import statistics
 import os
 import subprocess
@@ -31,6 +32,14 @@ def test_collect_then_report_on_cpu(tmp_path):
         # each process's CPU seconds: it compiled and ran (> 0.5 s), and no more than every CPU all along
         assert len(r["process_cpu_s"]) == 2
         assert all(0.5 < c <= w * (os.cpu_count() or 1) for c, w in zip(r["process_cpu_s"], r["process_wall_s"]))
+        # each process's stages: the cold one all of them, the replicate no float64 reference; the compile
+        # stage is the first compiled call the row holds, and the stages fit inside the process's wall time
+        cold, rep = json.loads(r["process_stages_json"])
+        assert list(cold) == ["setup", "build", "to device", "sides", "reference", "eager", "compile", "compiled",
+                              "timing", "graph capture"] and "reference" not in rep and "compile" in rep
+        assert cold["compile"] == pytest.approx(r["first_call_compiled_s"], abs=0.05)
+        assert rep["compile"] == pytest.approx(r["warm_first_call_compiled_s"], abs=0.05)
+        assert all(0 < sum(st.values()) <= w for st, w in zip((cold, rep), r["process_wall_s"]))
         assert len(r["eager_step_ms"]) == len(r["compiled_step_ms"]) == 2 * 4 * r["steps_per_block"]
         assert r["replicate_cache"] == "warm" and r["process_first_call_compiled_s"][1] == r["warm_first_call_compiled_s"]
         assert r["hygiene"] in ("compile-workers-shutdown,telemetry-between-blocks",
@@ -44,6 +53,17 @@ def test_collect_then_report_on_cpu(tmp_path):
     # resume: the same command again measures nothing
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "2 already done, 0 to measure" in again.stdout
+
+    # where the processes' time went, from the rows alone (no logs read): the compile stage's median over the
+    # two cold processes is the median of their first compiled calls
+    split = subprocess.run([sys.executable, "benchmarks/cell_time.py", "--rows", str(runs / "e2e")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert split.returncode == 0, split.stderr
+    cold = split.stdout.split("e2e: cold processes (2)", 1)[1].split("e2e: replicate", 1)[0]
+    compile_line = next(line for line in cold.splitlines() if line.split()[:1] == ["compile"])
+    assert float(compile_line.split()[1]) == pytest.approx(
+        statistics.median(r["first_call_compiled_s"] for r in rows.values()), abs=0.06)
+    assert "e2e: replicate processes (2)" in split.stdout and "without process_stages_json" not in split.stdout
 
     proc = subprocess.run([sys.executable, "-m", "analysis", "--data", str(runs), "--out", str(reports)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

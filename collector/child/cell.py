@@ -18,14 +18,14 @@ import traceback
 from pathlib import Path
 
 from collector.child import childlog
-from collector.child.childlog import _partial, log
+from collector.child.childlog import Stage, _partial, log
 from collector.child.cpu import cpu_seconds
 # the child's parts, each in its module (accuracy, hygiene, plant, sides, stages, timing)
 from collector.models import ModelBuildError
 from collector.models.base import ModelSkipped
 from collector.record.result import CellResult
 from collector.child.sides import ExportError
-from collector.child.stages import Stage, measure
+from collector.child.stages import measure
 
 
 PARTIAL_NAME = "partial.json"  # beside the result file: what the cell had measured at its last logged step
@@ -85,7 +85,7 @@ def run_cell(spec: dict, partial_path: Path | None = None) -> CellResult:
     result = CellResult()
     if partial_path is not None:
         _partial.update(path=partial_path, result=result)
-    stage = Stage()
+    stage = Stage(result)
     try:
         measure(spec, result, stage)
     except (Exception, MemoryError) as exc:
@@ -94,6 +94,7 @@ def run_cell(spec: dict, partial_path: Path | None = None) -> CellResult:
         result["status"] = classify(exc, stage.name)
         result["error"] = (str(exc)[:1500] if result["status"] == "skipped" else  # a reason, not a fault
                            f"during {stage.name}: {type(exc).__name__}: {exc}"[:1500] + "\n" + tail[-1500:])
+    stage.close()
     log(f"finished: {result.get('status')}")
     return result
 

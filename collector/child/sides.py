@@ -43,9 +43,10 @@ def provenance(model: str, built) -> dict:
     return {"packages_json": json.dumps(packages, sort_keys=True), "inputs_json": json.dumps(inputs)}
 
 
-def _setup(job, record: dict | None = None):
+def _setup(job, record: dict | None = None, stage=None):
     """Import torch, apply precision settings, build the model on the device: (torch, parts);
-    `record` receives the model's provenance (packages_json, inputs_json)."""
+    `record` receives the model's provenance (packages_json, inputs_json); `stage` (childlog.Stage)
+    is named "build", then "to device"."""
     import torch
 
     cell, proto = job.cell, job.protocol
@@ -53,10 +54,14 @@ def _setup(job, record: dict | None = None):
     torch.backends.cuda.matmul.allow_tf32 = proto.tf32
     torch.backends.cudnn.allow_tf32 = proto.tf32
     name, opts = models.parse_ref(cell.model)
+    if stage is not None:
+        stage.name = "build"
     built = models.build(name, cell.batch_size, opts)
     if record is not None:
         record.update(provenance(cell.model, built))
     dev = torch.device(job.device)
+    if stage is not None:
+        stage.name = "to device"
     with gpu_turn("the model moved to the device"):  # a shared GPU: not while another cell is timed
         module = built.module.to(dev)
         inputs = [x.to(dev) for x in built.inputs]

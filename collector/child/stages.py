@@ -15,7 +15,7 @@ from collector.child import diagnostics
 from collector.record.result import CellResult
 
 from collector import models
-from collector.child.childlog import epoch_of_clock, log
+from collector.child.childlog import Stage, epoch_of_clock, log
 from collector.child.accuracy import ERROR_MULTIPLIER, _check_accuracy
 from collector.child.hygiene import host_hygiene
 from collector.child.plant import plant_slowdown
@@ -23,11 +23,6 @@ from collector.child.sides import Sides, _capture, _make_sides, _reference_copy,
 from collector.child.sweep import _recompile_sweep
 from collector.child.turns import autotune_turns, cores_note, gpu_turn, hook_benchmarks, timed_turn
 from collector.child.timing import MAX_STEPS_PER_BLOCK, _energy_window, _warm_compiled, time_blocks
-
-
-class Stage:
-    """Which part of the protocol is running, so an exception can be classified."""
-    name = "setup"
 
 
 def _save_portable(torch, path: Path, result: CellResult) -> None:
@@ -145,7 +140,7 @@ def _start(job, result: CellResult, stage: Stage) -> CellRun:
     """Import torch, build the model, the inputs, the clock and both sides."""
     log(f"setup ({job.kind} process{'' if job.kind != 'replicate' else f' {job.replicate}'}; {cores_note()}clock at "
         f"epoch {epoch_of_clock():.2f})")  # every line's time on one clock across processes: turns_overlap.py
-    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result)
+    torch, dev, module, inputs, target, loss_fn, autocast, float_inputs = _setup(job, result, stage)
     log(f"torch imported, model built on {dev}")
     if hooked := hook_benchmarks():  # a GPU shared with another cell: autotuning waits for its turns
         log(hooked)
@@ -154,6 +149,7 @@ def _start(job, result: CellResult, stage: Stage) -> CellRun:
     clock = CudaClock(torch) if dev.type == "cuda" else CpuClock()
     result["timing_method"] = clock.method
     t_sides = time.perf_counter()
+    stage.name = "sides"
     sides = _make_sides(torch, job, module, inputs, target, loss_fn, autocast, result)
     log(f"sides built in {time.perf_counter() - t_sides:.2f} s")
     return CellRun(job, result, stage, torch, dev, clock, sides, inputs, float_inputs, module, target,

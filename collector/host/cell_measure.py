@@ -115,6 +115,7 @@ class _Jobs:
     walls: list = field(default_factory=list)
     cpus: list = field(default_factory=list)
     waits: list = field(default_factory=list)
+    stages: list = field(default_factory=list)
 
     def run(self, cache: Path, **spec) -> CellResult:
         """One process: its job written as the JSON the child reads, its result read back typed."""
@@ -129,7 +130,17 @@ class _Jobs:
         self.cpus.append(said[0])
         waited = result.get("timing_wait_s") or [None]
         self.waits.append(waited[0])
+        self.stages.append(_stages_of(result))
         return result
+
+
+def _stages_of(result: CellResult) -> dict | None:
+    """A process's {stage: seconds} (its process_stages_json, a list of one); None where it said none."""
+    try:
+        said = json.loads(result.get("process_stages_json") or "null")
+    except ValueError:
+        return None
+    return said[0] if isinstance(said, list) and said and isinstance(said[0], dict) else None
 
 
 def received(got: dict) -> CellResult:
@@ -232,6 +243,7 @@ def _measure_cell(cell: Cell, matrix: Matrix, env: dict, run_id: str, run_dir: P
         result["process_wall_s"] = jobs.walls
         result["process_cpu_s"] = jobs.cpus if any(c is not None for c in jobs.cpus) else None
         result["timing_wait_s"] = jobs.waits if any(w is not None for w in jobs.waits) else None
+        result["process_stages_json"] = json.dumps(jobs.stages) if any(jobs.stages) else None
         if errors:
             result["process_errors"] = "; ".join(errors)
         if worker.timing_lock and result.get("status") == "oom":  # the other cell on the GPU held memory too

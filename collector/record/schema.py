@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 # v2 added steps_per_sample (v1 rows are per-step samples: steps_per_sample = 1);
 # v3 the diagnostics (why), FLOPs, cache footprint and where the cell ran (GPU, concurrency)
 V3 = ("graph_break_reasons_json", "recompile_count", "recompile_reasons_json", "cudagraph_skip_count",
@@ -47,10 +47,13 @@ V11 = ("packages_json", "inputs_json", "graph_ops_json")
 V12 = ("process_cpu_s",)
 # v13 each process's wait for its GPU's timing lock (GPUS=0,0: two cells at a time on one GPU)
 V13 = ("timing_wait_s",)
+# v14 where each process's time went: its stages' seconds on its own clock (build, reference, compile, timing, ...)
+V14 = ("process_stages_json",)
 ADDED_IN = {"steps_per_sample": 2, **{c: 3 for c in V3}, **{c: 4 for c in V4}, **{c: 5 for c in V5},
             **{c: 6 for c in V6}, **{c: 7 for c in V7},
             **{c: 8 for c in V8}, **{c: 9 for c in V9}, **{c: 10 for c in V10},
-            **{c: 11 for c in V11}, **{c: 12 for c in V12}, **{c: 13 for c in V13}}
+            **{c: 11 for c in V11}, **{c: 12 for c in V12}, **{c: 13 for c in V13},
+            **{c: 14 for c in V14}}
 # oom_shared: out of memory beside other cells on a shared GPU, not yet measured alone (contract.OOM_SHARED)
 STATUSES = ("ok", "build_error", "compile_error", "export_error", "runtime_error", "oom", "oom_shared", "timeout",
             "crashed", "accuracy_fail", "skipped")
@@ -88,6 +91,11 @@ FIELDS = [
     # (v13) each process's seconds waiting for its GPU's timing lock before its first timed block, cold
     # first as process_wall_s; null where no lock was taken (one cell a GPU, the default)
     ("timing_wait_s", _list),
+    # (v14) each process's {stage: seconds} on its own clock, as a JSON list, cold first as process_wall_s
+    # (setup, build, to device, sides, reference, eager, compile, compiled, timing, profile, sweep,
+    # graph capture; a stage a process did not reach is absent; null where a process did not say: a
+    # crash before its first stage ended); the rest of process_wall_s is outside its clock (start, exit)
+    ("process_stages_json", _str),
     # what was done to the host before timing (comma-separated), and the planted-slowdown test
     # option: extra work after each compiled step worth this % of its median (ms a step: delay)
     ("hygiene", _str), ("planted_slowdown_pct", _f64), ("planted_delay_ms", _f64),
