@@ -119,3 +119,20 @@ def test_a_stage_counts_each_part_on_its_clock_and_writes_the_split_into_the_res
     stage.close()
     assert json.loads(result["process_stages_json"]) == [{"setup": 1.5, "build": 3.5, "compile": 6.0}]
     assert Stage().name == "setup"  # without a result: the name alone, as before
+
+
+def test_the_build_split_finds_torchs_own_init_overwritten_and_the_librarys_kept():
+    """benchmarks/hf_build_time.py (docs/performance.md, "The model's build"): building BERT as the `hf:` source
+    does, every tensor torch's own `uniform_` filled is filled again by transformers' `normal_`, while some of
+    the `normal_` work is what the model keeps."""
+    import re
+
+    pytest.importorskip("transformers")
+    out = subprocess.run([sys.executable, "benchmarks/hf_build_time.py", "BertForMaskedLM", "--layers", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = {m[1]: (float(m[2]), float(m[3])) for m in re.finditer(r"^  (\w+)\s+([\d.]+) s, of which\s+([\d.]+) s",
+                                                                   out.stdout, re.M)}
+    assert got["uniform_"][0] > 0 and got["uniform_"][1] == got["uniform_"][0], out.stdout
+    assert 0 <= got["normal_"][1] < got["normal_"][0], out.stdout
+    assert out.stdout.startswith("BertForMaskedLM (1 layers): built in "), out.stdout
