@@ -585,9 +585,10 @@ def test_stop_after_budget_starts_no_cell_it_cannot_finish_and_the_same_command_
 class ReplicateLauncher(LauncherBase):
     """Cold and replicate processes with distinct samples; replicate 2 can be made to crash."""
 
-    def __init__(self, crash_replicate=None):
+    def __init__(self, crash_replicate=None, stages=()):
         self.jobs = []
         self.crash_replicate = crash_replicate
+        self.stages = list(stages)  # each process's process_stages_json, cold first
 
     def run(self, spec, cache_dir, log_path, timeout_s):
         self.jobs.append(spec)
@@ -598,7 +599,8 @@ class ReplicateLauncher(LauncherBase):
             return {"status": "ok", "warm_first_call_compiled_s": 9.0}
         out = {"status": "ok", "eager_step_ms": [2.0 + i] * 6, "compiled_step_ms": [1.0 + i] * 6,
                "eager_block_wall_ms": [2.0 + i] * 3, "compiled_block_wall_ms": [1.0 + i] * 3,
-               "steps_per_block": 2, "steps_per_sample": 4}
+               "steps_per_block": 2, "steps_per_sample": 4,
+               "process_stages_json": self.stages[i] if i < len(self.stages) else None}
         if kind == "cold":
             out.update(first_call_eager_s=0.1, first_call_compiled_s=3.0)
             if spec["protocol"].get("plant_slowdown_pct"):
@@ -631,6 +633,19 @@ def test_replicate_processes_append_their_samples_process_after_process(tmp_path
     assert row["compiled_block_wall_ms"] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
     assert row["warm_first_call_compiled_s"] == pytest.approx(0.65)  # median of the replicates' warm first calls
     assert len(row["process_wall_s"]) == 3 and row["process_errors"] is None
+
+
+def test_the_row_lists_each_processs_stages_in_process_order_null_where_one_said_none(tmp_path):
+    """process_stages_json: the processes' splits cold first, as process_wall_s; a crashed process (no result) and
+    one whose text is not a list of one split are null there; a row none of whose processes said is null."""
+    m = _matrix(processes=3, phases=["infer"])
+    cold, rep1 = json.dumps([{"build": 2.0, "compile": 3.0}]), json.dumps([{"build": 1.5, "compile": 0.5}])
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, ReplicateLauncher(crash_replicate=2, stages=[cold, rep1]))
+    assert json.loads(row["process_stages_json"]) == [{"build": 2.0, "compile": 3.0}, {"build": 1.5, "compile": 0.5},
+                                                      None]
+    assert len(row["process_wall_s"]) == 3
+    row = measure_cell(m.cells[0], m, ENV, "r", tmp_path, ReplicateLauncher(stages=["not json", "{}", "[]"]))
+    assert row["process_stages_json"] is None
 
 
 def test_a_failed_replicate_is_named_and_the_cell_keeps_the_others(tmp_path):
