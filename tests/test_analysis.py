@@ -1,4 +1,5 @@
 """Queries, report context and rendering against the checked-in fixture (no torch)."""
+import json
 import re
 import statistics
 
@@ -519,3 +520,27 @@ def test_one_wild_interval_does_not_flatten_the_summary_chart(tmp_path):
     rows = [{"group": "infer default", "speedup": 1.5, "lo": 0.82, "hi": 342.94, "verdict": "unclear"},
             {"group": "infer default", "speedup": 1.2, "lo": 1.1, "hi": 1.3, "verdict": "faster"}]
     assert charts.summary(rows, tmp_path / "s.png").stat().st_size > 0
+
+
+def test_where_the_collections_time_went_sums_each_stage_over_the_processes_that_said():
+    """run_tables.collection_rows: each stage summed over every process with a split, its share of their wall
+    time, the rest outside the process's clock, the median a cell (a cell without a stage counts 0 there);
+    a row without a split (older schema), a malformed one, and a process that said nothing are left out."""
+    from analysis.run_report.run_tables import OUTSIDE, collection_rows
+
+    rows = [{"process_stages_json": json.dumps([{"build": 4.0, "compile": 10.0}, {"build": 3.0, "compile": 1.0}]),
+             "process_wall_s": [15.0, 5.0]},
+            {"process_stages_json": json.dumps([{"build": 2.0, "compile": 6.0, "profile": 2.0}, None]),
+             "process_wall_s": [11.0, 4.0]},
+            {"process_stages_json": None, "process_wall_s": [30.0]},
+            {"process_stages_json": "not json", "process_wall_s": [30.0]}]
+    got, note = collection_rows(rows)
+    by = {t.stage: t for t in got}
+    assert [t.stage for t in got] == ["build", "compile", "profile", OUTSIDE]
+    # 3 processes, 31 s of wall: build 9 s, compile 17 s, profile 2 s, outside 1 + 1 + 1
+    assert (by["build"].seconds, by["compile"].seconds, by["profile"].seconds, by[OUTSIDE].seconds) == \
+        ("9.00 s", "17.0 s", "2.00 s", "3.00 s")
+    assert (by["build"].share, by["compile"].share, by[OUTSIDE].share) == ("29%", "55%", "10%")
+    assert (by["build"].median, by["compile"].median, by["profile"].median) == ("4.50 s", "8.50 s", "1.00 s")
+    assert note.startswith("2 of the 4 cells (3 processes) recorded where their time went") and "31.0 s" in note
+    assert collection_rows(rows[2:]) == ([], "")

@@ -33,12 +33,14 @@ def test_collect_then_report_on_cpu(tmp_path):
         assert len(r["process_cpu_s"]) == 2
         assert all(0.5 < c <= w * (os.cpu_count() or 1) for c, w in zip(r["process_cpu_s"], r["process_wall_s"]))
         # each process's stages: the cold one all of them, the replicate no float64 reference; the compile
-        # stage is the first compiled call the row holds, and the stages fit inside the process's wall time
+        # stage holds the first compiled call the row holds, and the stages fit inside the process's wall time
         cold, rep = json.loads(r["process_stages_json"])
         assert list(cold) == ["setup", "build", "to device", "sides", "reference", "eager", "compile", "compiled",
                               "timing", "graph capture"] and "reference" not in rep and "compile" in rep
-        assert cold["compile"] == pytest.approx(r["first_call_compiled_s"], abs=0.05)
-        assert rep["compile"] == pytest.approx(r["warm_first_call_compiled_s"], abs=0.05)
+        # (the stage also holds the warm-up calls until no compile event occurs and the compile's diagnostics:
+        # on the H100 0.05-0.48 s more, on this CPU under a parallel load up to 0.24 s)
+        assert 0 <= cold["compile"] - r["first_call_compiled_s"] < max(1.0, 0.25 * r["first_call_compiled_s"])
+        assert 0 <= rep["compile"] - r["warm_first_call_compiled_s"] < 1.0
         assert all(0 < sum(st.values()) <= w for st, w in zip((cold, rep), r["process_wall_s"]))
         assert len(r["eager_step_ms"]) == len(r["compiled_step_ms"]) == 2 * 4 * r["steps_per_block"]
         assert r["replicate_cache"] == "warm" and r["process_first_call_compiled_s"][1] == r["warm_first_call_compiled_s"]
@@ -55,14 +57,13 @@ def test_collect_then_report_on_cpu(tmp_path):
     assert "2 already done, 0 to measure" in again.stdout
 
     # where the processes' time went, from the rows alone (no logs read): the compile stage's median over the
-    # two cold processes is the median of their first compiled calls
+    # two cold processes holds the median of their first compiled calls
     split = subprocess.run([sys.executable, "benchmarks/cell_time.py", "--rows", str(runs / "e2e")], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert split.returncode == 0, split.stderr
     cold = split.stdout.split("e2e: cold processes (2)", 1)[1].split("e2e: replicate", 1)[0]
     compile_line = next(line for line in cold.splitlines() if line.split()[:1] == ["compile"])
-    assert float(compile_line.split()[1]) == pytest.approx(
-        statistics.median(r["first_call_compiled_s"] for r in rows.values()), abs=0.06)
+    assert 0 <= float(compile_line.split()[1]) - statistics.median(r["first_call_compiled_s"] for r in rows.values()) < 1.0
     assert "e2e: replicate processes (2)" in split.stdout and "without process_stages_json" not in split.stdout
 
     proc = subprocess.run([sys.executable, "-m", "analysis", "--data", str(runs), "--out", str(reports)],
@@ -70,6 +71,12 @@ def test_collect_then_report_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr
     md = (reports / "e2e" / "report.md").read_text()
     html = (reports / "e2e" / "report.html").read_text()
+    # where the collection's time went: the compile stage summed over both cells' four processes, from the rows
+    compile_s = sum(st["compile"] for r in rows.values() for st in json.loads(r["process_stages_json"]))
+    line = next(ln for ln in md.splitlines() if ln.startswith("| compile |"))
+    assert float(line.split("|")[2].split()[0]) == pytest.approx(compile_s, abs=0.01 + 0.005 * compile_s), line
+    assert "2 of the 2 cells (4 processes) recorded where their time went" in md
+    assert "<summary><h2>Where the collection's time went</h2></summary>" in html  # evidence: collapsed
     for phase, r in rows.items():
         # each side: the geometric mean of its two processes' medians (recomputed from the raw rows)
         n = len(r["eager_step_ms"]) // 2

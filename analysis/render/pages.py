@@ -88,7 +88,8 @@ SCRIPT = (TEMPLATE_DIR / "sort.js").read_text()
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
 COLLAPSED = ("Memory", "Compile time and amortization", "Where compile time goes", "Recompiles across batch sizes",
              "Graph breaks, recompiles and CUDA-graph skips", "Hardware efficiency and energy",
-             "Eager baselines across cells", "Environment", "Every paired cell", "Protocol")
+             "Eager baselines across cells", "Where the collection's time went", "Environment", "Every paired cell",
+             "Protocol")
 
 
 def slug(title: str) -> str:

@@ -80,6 +80,8 @@ class RunReport:
     chart_rows: dict[str, list[dict]] = field(default_factory=dict)  # inputs of charts.py, not printed
     verdict: verdict_mod.Verdict = field(default_factory=verdict_mod.Verdict)
     meta: dict[str, object] = field(default_factory=dict)  # what estimates.json says of the run (torch, device, preset, ...)
+    collection: list[tables.TimeRow] = field(default_factory=list)  # where the collection's time went (schema 14 on)
+    collection_note: str = ""
 
 
 
@@ -232,6 +234,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
                   "efficiency": why.efficiency_chart_rows(all_rows, peaks, cell_label),
                   "summary": answer.chart_rows, "estimates": _estimate_cells(all_rows, speed)}
     proto = run.manifest.get("protocol", {})
+    collection, collection_note = tables.collection_rows(all_rows)
     stamp = None if now else dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     return RunReport(
         title=f"torch.compile report: {run_id}", run_id=run_id,
@@ -251,6 +254,7 @@ def build_run_report(loaded: Loaded, run: Run, reps: int = stats.DEFAULT_REPS,
         peak_line=_peak_line(peaks), sweeps=why.sweep_rows(all_rows, cell_label),
         kernels=kernels.run_rows(all_rows, cell_label), chart_rows=chart_rows,
         reasons_known=reasons_summary.startswith("Reasons counted"), verdict=answer,
+        collection=collection, collection_note=collection_note,
         meta={"torch_version": env.get("torch_version"), "device": env.get("device"),
               "device_name": env.get("device_name"), "preset": run.manifest.get("preset"),
               "processes": int(proto.get("processes") or 1), "status_counts": {s: int(n) for s, n in counts},

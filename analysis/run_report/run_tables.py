@@ -1,7 +1,10 @@
 """The run report's tables: DuckDB rows turned into formatted rows (headline per group, speedups,
-memory, compile cost, eager consistency, failures). Templates only loop and print."""
+memory, compile cost, eager consistency, failures, where the collection's time went). Templates only
+loop and print."""
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,3 +203,60 @@ def eager_spread_rows(recs: list[dict], noise: float) -> list[EagerSpreadRow]:
 
 def failure_rows(recs: list[dict]) -> list[FailureRow]:
     return [FailureRow(cell_label(r), r["status"], (r["error"] or "").strip(), failure_summary(r["error"])) for r in recs]
+
+
+# the stages a cell process names (collector/child: setup, build, ...), in the order it runs them
+STAGE_ORDER = ("setup", "build", "to device", "sides", "reference", "eager", "compile", "compiled", "timing",
+               "profile", "sweep", "graph capture")
+OUTSIDE = "outside the process's clock (interpreter start, exit)"
+
+
+@dataclass(frozen=True)
+class TimeRow:
+    stage: str
+    seconds: str  # over every process that said its stages
+    share: str  # of those processes' wall time
+    median: str  # a cell: the median over cells of its processes' seconds in the stage
+
+
+def _dur(v: float) -> str:
+    return fmt_s(v) if v < 120 else f"{v / 60:.1f} min"
+
+
+def collection_rows(rows: list[dict]) -> tuple[list[TimeRow], str]:
+    """Where the collection's time went, from the rows' process_stages_json (schema v14): each stage's seconds
+    summed over the processes that said theirs, its share of their wall time, the median a cell; the rest of
+    their wall time is outside the process's clock. ([], "") where no row says (older rows)."""
+    total: dict[str, float] = {}
+    per_cell: dict[str, list[float]] = {}
+    wall, cells, procs = 0.0, 0, 0
+    for r in rows:
+        try:
+            said = json.loads(r.get("process_stages_json") or "null")
+        except ValueError:
+            continue
+        walls = r.get("process_wall_s")
+        if not isinstance(said, list) or walls is None:
+            continue
+        mine: dict[str, float] = {}
+        for st, w in zip(said, list(walls)):
+            if not isinstance(st, dict) or w is None:
+                continue
+            procs += 1
+            wall += w
+            st = {**st, OUTSIDE: max(0.0, w - sum(st.values()))}
+            for name, secs in st.items():
+                total[name] = total.get(name, 0.0) + secs
+                mine[name] = mine.get(name, 0.0) + secs
+        if mine:
+            cells += 1
+            for name, secs in mine.items():
+                per_cell.setdefault(name, []).append(secs)
+    if not procs:
+        return [], ""
+    order = [s for s in STAGE_ORDER if s in total] + sorted(set(total) - set(STAGE_ORDER) - {OUTSIDE}) + [OUTSIDE]
+    out = [TimeRow(s, _dur(total[s]), fmt_pct(total[s] / wall) if wall else "-",
+                   fmt_s(statistics.median(per_cell[s] + [0.0] * (cells - len(per_cell[s]))))) for s in order]
+    note = (f"{cells} of the {len(rows)} cells ({procs} processes) recorded where their time went (rows of "
+            f"schema 14 on): {_dur(wall)} of process wall time.")
+    return out, note

@@ -91,6 +91,7 @@ SELECT
     graph_break_reasons_json, recompile_count, recompile_reasons_json, cudagraph_skip_count,
     cudagraph_skip_reasons_json, compile_split_json, cache_inductor_bytes, cache_triton_bytes,
     gpu_index, concurrent_cells, timing_wait_s,  -- timing_wait_s: cells that took turns on a shared GPU (GPUS=0,0)
+    process_stages_json,  -- schema v14: each process's seconds by stage (run_tables.collection_rows)
     packages_json, inputs_json, graph_ops_json,  -- schema v11: what built the model, the captured graph
     kernel_profile_json,  -- schema v7 (PROFILE=1): analysis/explain/kernels.py
     autotune_json,  -- schema v8: the cold compile's autotuned launch configurations (analysis/explain/kernels.py)
