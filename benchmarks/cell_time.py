@@ -99,12 +99,12 @@ def run_table(run_dir: Path) -> dict:
 
 def rows_table(run_dir: Path) -> tuple[dict, int]:
     """({kind: {stage: [seconds per process]}}, rows without stages) over the run's ok cells, from each
-    row's process_stages_json: the first process is the cold one, the next `processes - 1` replicates
-    (a warm or portable-cache process after them is left out); the outside time is the process's wall
-    less its stages."""
-    import json
-
+    row's process_stages_json (the run report's split, analysis.run_report.run_tables.process_splits): the
+    first process is the cold one, the next `processes - 1` replicates (a warm or portable-cache process
+    after them is left out); the outside time is the process's wall less its stages."""
     import pyarrow.parquet as pq
+
+    from analysis.run_report.run_tables import process_splits
 
     out: dict[str, dict[str, list[float]]] = {}
     missing = 0
@@ -114,17 +114,16 @@ def rows_table(run_dir: Path) -> tuple[dict, int]:
         t = pq.read_table(f, columns=[c for c in cols if c in names]).to_pylist()[0]
         if t["status"] != "ok":
             continue
-        stages = json.loads(t.get("process_stages_json") or "null")
-        if not stages:
+        splits = process_splits(t)
+        if not splits:
             missing += 1
             continue
-        for i, (st, wall) in enumerate(zip(stages, t["process_wall_s"] or [])):
-            if i >= (t.get("processes") or 1) or not st or wall is None:
+        for i, st, wall in splits:
+            if i >= (t.get("processes") or 1):
                 continue
             d = out.setdefault("cold" if i == 0 else "replicate", {})
             for name, secs in st.items():
                 d.setdefault(name, []).append(secs)
-            d.setdefault(OUTSIDE, []).append(max(0.0, wall - sum(st.values())))
             d.setdefault("process wall", []).append(wall)
     return out, missing
 

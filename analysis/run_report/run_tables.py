@@ -223,6 +223,21 @@ def _dur(v: float) -> str:
     return fmt_s(v) if v < 120 else f"{v / 60:.1f} min"
 
 
+def process_splits(row: dict) -> list[tuple[int, dict[str, float], float]]:
+    """Each process's (index, {stage: seconds, OUTSIDE: the rest of its wall}, wall) from a row's
+    process_stages_json (schema v14), cold first; a process that said nothing is left out, and a row without
+    a split (older schema) or a malformed one gives []."""
+    try:
+        said = json.loads(row.get("process_stages_json") or "null")
+    except ValueError:
+        return []
+    walls = row.get("process_wall_s")
+    if not isinstance(said, list) or walls is None:
+        return []
+    return [(i, {**st, OUTSIDE: max(0.0, w - sum(st.values()))}, w)
+            for i, (st, w) in enumerate(zip(said, list(walls))) if isinstance(st, dict) and w is not None]
+
+
 def collection_rows(rows: list[dict]) -> tuple[list[TimeRow], str]:
     """Where the collection's time went, from the rows' process_stages_json (schema v14): each stage's seconds
     summed over the processes that said theirs, its share of their wall time, the median a cell; the rest of
@@ -231,20 +246,10 @@ def collection_rows(rows: list[dict]) -> tuple[list[TimeRow], str]:
     per_cell: dict[str, list[float]] = {}
     wall, cells, procs = 0.0, 0, 0
     for r in rows:
-        try:
-            said = json.loads(r.get("process_stages_json") or "null")
-        except ValueError:
-            continue
-        walls = r.get("process_wall_s")
-        if not isinstance(said, list) or walls is None:
-            continue
         mine: dict[str, float] = {}
-        for st, w in zip(said, list(walls)):
-            if not isinstance(st, dict) or w is None:
-                continue
+        for _, st, w in process_splits(r):
             procs += 1
             wall += w
-            st = {**st, OUTSIDE: max(0.0, w - sum(st.values()))}
             for name, secs in st.items():
                 total[name] = total.get(name, 0.0) + secs
                 mine[name] = mine.get(name, 0.0) + secs
