@@ -133,7 +133,7 @@ def _print_rows(run: Path) -> int:
         print(f"{run}: not a run directory with cells/", file=sys.stderr)
         return 2
     table, missing = rows_table(run)
-    print(f"\n{run.name}: {missing} ok row(s) without process_stages_json (before schema v14)" if missing else "",
+    print(f"\n{run.name}: {missing} ok row(s) without a stage split (process_stages_json: before schema v14, or no process said)" if missing else "",
           end="")
     for kind, stages in sorted(table.items()):
         walls = stages["process wall"]

@@ -64,7 +64,7 @@ def test_collect_then_report_on_cpu(tmp_path):
     cold = split.stdout.split("e2e: cold processes (2)", 1)[1].split("e2e: replicate", 1)[0]
     compile_line = next(line for line in cold.splitlines() if line.split()[:1] == ["compile"])
     assert 0 <= float(compile_line.split()[1]) - statistics.median(r["first_call_compiled_s"] for r in rows.values()) < 1.0
-    assert "e2e: replicate processes (2)" in split.stdout and "without process_stages_json" not in split.stdout
+    assert "e2e: replicate processes (2)" in split.stdout and "without a stage split" not in split.stdout
 
     proc = subprocess.run([sys.executable, "-m", "analysis", "--data", str(runs), "--out", str(reports)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

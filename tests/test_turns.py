@@ -663,7 +663,7 @@ def test_the_h100_screen_names_why_each_large_move_moved(tmp_path):
     assert "| huggingface | infer | default | 52/53, 2 of them unchecked (+3 out of memory beside others) → 52/52" in md
     assert "beside others) | 1.59x → 2.10x |" in md
     # the suite's move split by what the graph did: the library's path and Dynamo's capture carry it, the same
-    # graphs barely moved; T5, PLBart and Whisper's copy.deepcopy() breaks the graph under 2.11 only
+    # graphs barely moved; T5's, MT5's, PLBart's, Whisper's and M2M100's copy.deepcopy() breaks the graph under 2.11 only
     assert ("| -29.4% in 55 (the model's code on another path); -28.7% in 11 (other graph breaks: torch's capture, "
             "perhaps the model's path too); -0.3% in 29 (the same graph) |") in md
     assert "| +2.7% in 12 (the same graph) |" in md  # timm training: Inductor's code, one graph throughout
