@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from analysis.commands import screen
 from analysis.compare_report.compare import check_comparable
 from analysis.data.load import Run
+from analysis.run_report import suites
 from collector.commands import shard
 from collector.host import store
 from support.launchers import OkLauncher
@@ -77,3 +79,35 @@ def test_an_old_manifest_is_read_with_the_values_runs_had_before_a_setting_exist
     three = {"environment": ENV, "protocol": {"blocks": 8, "processes": 3}, "preset": "smoke"}
     assert [d.words() for d in comparable.differences(old, three, comparable.JOIN)] == ["protocol processes: 1 vs 3"]
     assert settings.BEFORE["processes"] == 1
+
+
+def _confirm_preset(path, model: str, n: int):
+    """A preset as `confirm` writes one (analysis.commands.screen): its description names the cell count."""
+    path.write_text(f'description = "{suites.CONFIRMATION.format(n)}"\ndevice = "auto"\nprocesses = 3\nblocks = 4\n'
+                    f'models = ["{model}"]\nphases = ["infer"]\nmodes = ["default"]\ndtypes = ["float32"]\n'
+                    'batch_sizes = [8]\ncompile_scopes = ["model"]\ndynamic = ["auto"]\n')
+    return mx.build_matrix(str(path))
+
+
+def test_a_later_confirmation_joins_an_earlier_ones_runs_as_one_comparison(tmp_path):
+    """`versions_gpu.sh suites` with CONFIRM_INTO=: a second confirmation's preset (another name, the same
+    protocol) collected into the first's runs, under each interpreter: one comparison holds both, the run
+    says both presets and both descriptions, and `--after` leaves out every cell either confirmed."""
+    first, later = _confirm_preset(tmp_path / "c.toml", "mlp", 1), _confirm_preset(tmp_path / "c2.toml", "gnn", 1)
+    later_two = _confirm_preset(tmp_path / "c3.toml", "gnn", 2)
+    for label in "ab":
+        for m in (first, later, later):  # the later one twice: resumed, it adds no description again
+            collect(m, ENV, tmp_path / "runs", f"c-{label}", OkLauncher(), out=io.StringIO())
+    a, b = _run(tmp_path / "runs" / "c-a"), _run(tmp_path / "runs" / "c-b")
+    assert a.manifest["matrices"] == ["c", "c2"] and a.manifest["preset"] == "c"
+    assert a.manifest["description"] == "confirmation of 1 screened cells; confirmation of 1 screened cells"
+    assert check_comparable(a, b) == []
+    assert suites.chosen_caveat([a.manifest["description"]])  # still read as a confirmation
+    assert screen.confirmed({r.run_id: r for r in (a, b)}, "c") == {
+        "mlp__infer__float32__bs8__default__model", "gnn__infer__float32__bs8__default__model"}
+    collect(later_two, ENV, tmp_path / "runs", "c-a", OkLauncher(), out=io.StringIO())
+    assert _run(tmp_path / "runs" / "c-a").manifest["description"] == \
+        "confirmation of 1 screened cells; confirmation of 1 screened cells; confirmation of 2 screened cells"
+    with pytest.raises(store.RunError, match=r"another protocol \(blocks: 4 -> 6\)"):  # a protocol still stops it
+        store.prepare_run(tmp_path / "runs" / "c-a", "c-a",
+                          mx.build_matrix(str(tmp_path / "c3.toml"), {"blocks": 6}), ENV)

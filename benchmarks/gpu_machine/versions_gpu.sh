@@ -136,10 +136,12 @@ label() {  # the collector's own label of an interpreter: torch<version>, '+' as
 # cell, and none waits to be measured alone (pending_alone.py), `make confirm` of BASE against CAND (with AA=X:Y, each cell judged by its class's A/A spread)
 # writes data/runs/RUNc.toml (CONFIRM_RUN=ID: ID.toml; AFTER=RUNc: not the cells RUNc holds) with the N cells
 # that moved most, and those are collected under the same interpreters with the preset's 3 processes into
-# RUNc-LABEL, in the time left; the same call resumes
+# RUNc-LABEL (CONFIRM_INTO=RUNc: into an earlier confirmation's runs, which then hold every confirmed cell of
+# the screen for one comparison), in the time left; the same call resumes
 screen_confirm() {
   local run=$1 secs=$2 n=$3 base=$4 cand=$5 aa=$6 end=$((SECONDS + $2)) want have left side
   local conf=${CONFIRM_RUN:-${1}c}; shift 6
+  local into=${CONFIRM_INTO:-$conf}
   local pys="$*"
   make collect PYTHON=python3 PRESET="$PRESET" RUN="$run" STOP_AFTER="$secs" RETRY="${RETRY:-}" PYTHONS="$pys" || return
   want=$(python3 -m collector --preset "$PRESET" ${CELLS:+--cells "$CELLS"} --dry-run --out /tmp/dry \
@@ -159,7 +161,7 @@ screen_confirm() {
   [ -f data/runs/$conf.toml ] || python3 -m analysis confirm --data data --baseline "$base" --candidate "$cand" \
     ${aa:+--aa "$aa"} ${AFTER:+--after "$AFTER"} --max-cells "$n" --run $conf --out data/runs --write-only || return
   [ -f data/runs/$conf.toml ] || { echo "the screen: nothing moved beyond its threshold; no confirmation"; return 0; }
-  make collect PYTHON=python3 PRESET=data/runs/$conf.toml RUN=$conf STOP_AFTER="$left" RETRY="${RETRY:-}" PYTHONS="$pys" \
+  make collect PYTHON=python3 PRESET=data/runs/$conf.toml RUN=$into STOP_AFTER="$left" RETRY="${RETRY:-}" PYTHONS="$pys" \
     PROCESSES= GPUS=  # the preset's 3, whatever the screen took; a cell alone on the GPU, whatever GPUS= the screen took
 }
 case $stage in

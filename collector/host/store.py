@@ -122,6 +122,10 @@ def prepare_run(run_dir: Path, run_id: str, matrix: Matrix, env: dict, note: str
         if changed:
             raise RunError(f"{run_dir} was measured with another protocol ({'; '.join(changed)}); "
                            "use another run id (RUN=...)")
+        known = set(manifest.get("matrices", [])) | {manifest.get("preset")}
+        if matrix.preset not in known and matrix.description:
+            # another preset's cells join the run (a later confirmation of the same screens): its description too
+            manifest["description"] = "; ".join(filter(None, (manifest.get("description"), matrix.description)))
     else:
         manifest = {"run_id": run_id, "schema_version": schema.SCHEMA_VERSION, "environment": env,
                     "protocol": asdict(matrix.protocol), "preset": matrix.preset,
